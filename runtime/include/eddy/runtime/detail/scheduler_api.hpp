@@ -1,0 +1,45 @@
+// eddy/runtime/detail/scheduler_api.hpp: the runtime's entry points that eddy's templates
+// (spawn, JoinHandle, when_all, yield_now) call. Not for users: no stability promise.
+#pragma once
+
+#include <coroutine>
+#include <cstddef>
+
+#include <eddy/tasks/detail/frame_header.hpp>
+#include <eddy/tasks/detail/promise.hpp>
+
+namespace eddy::detail {
+
+class Scheduler;
+
+/// The scheduler whose worker runs the calling thread, or nullptr.
+Scheduler* current_scheduler() noexcept;
+
+/// Throws eddy::WrongThread naming `what` unless the caller runs on a worker.
+Scheduler& require_worker(const char* what);
+
+/// Starts `frame` (with promise `p`) as a root task of `sched`: registers it, routes its
+/// completion to the join protocol and queues it. On failure the frame is destroyed and
+/// WrongThread (sched == nullptr) or RuntimeStopped is thrown.
+void spawn_root(Scheduler* sched, PromiseBase& p, std::coroutine_handle<> frame);
+
+/// Worker thread only: queues `frame` on this worker's deque without waking anyone.
+void schedule_local(std::coroutine_handle<> frame) noexcept;
+/// Worker thread only: wakes an idle worker if one should help with queued work.
+void notify_local_work() noexcept;
+/// Worker thread only: queues `frame` behind every other runnable task of this worker.
+void defer_current(std::coroutine_handle<> frame);
+
+/// JoinHandle protocol (see frame_header.hpp for the state word).
+/// Registers `joiner` to be resumed at completion; false when already complete (do not
+/// suspend). Throws WrongThread off a worker.
+bool join_suspend(FrameHeader* h, std::coroutine_handle<> joiner);
+/// Blocks the calling thread until the task completes.
+void join_wait(FrameHeader* h);
+/// Drops the handle's reference. Unless `consumed`, a finished task's exception is reported
+/// to the runtime's hook; `p` is the task's promise (used only while its frame is alive).
+void join_release(FrameHeader* h, PromiseBase* p, bool consumed) noexcept;
+/// Throws RuntimeStopped for a task cancelled by shutdown.
+[[noreturn]] void throw_cancelled();
+
+} // namespace eddy::detail

@@ -1,0 +1,121 @@
+// eddy/runtime/join_handle.hpp: JoinHandle<T>, the owner's view of a spawned task.
+//
+// `co_await std::move(handle)` (or `co_await handle`) suspends until the task finishes, then
+// gives its result or rethrows its exception; awaiting consumes the handle. The awaiter
+// resumes on the worker that finished the task (a symmetric transfer when both belong to the
+// same runtime). `is_finished()` never blocks.
+//
+// Dropping the handle (or `detach()`) detaches the task: it still runs to completion, and an
+// exception escaping it goes to the runtime's `on_unhandled_exception` hook. A finished task
+// whose handle is dropped without being awaited reports its exception the same way, so an
+// exception is never lost silently.
+//
+// Errors: awaiting an empty handle (default-constructed, moved-from, already awaited) throws
+// eddy::BrokenTask; awaiting off a worker thread throws eddy::WrongThread; a task destroyed
+// by shutdown before it finished makes the await throw eddy::RuntimeStopped.
+//
+// A JoinHandle may outlive its Runtime (awaiting it then throws RuntimeStopped if the task
+// never finished), but must not be dropped concurrently with the Runtime's destruction.
+#pragma once
+
+#include <coroutine>
+#include <utility>
+
+#include <eddy/runtime/detail/scheduler_api.hpp>
+#include <eddy/tasks/errors.hpp>
+#include <eddy/tasks/task.hpp>
+
+namespace eddy {
+
+class Runtime;
+
+template <class T>
+class JoinHandle {
+public:
+    JoinHandle() noexcept = default;
+    JoinHandle(JoinHandle&& other) noexcept : header_(std::exchange(other.header_, nullptr)) {}
+    JoinHandle& operator=(JoinHandle&& other) noexcept {
+        if (this != &other) {
+            release(false);
+            header_ = std::exchange(other.header_, nullptr);
+        }
+        return *this;
+    }
+    JoinHandle(const JoinHandle&) = delete;
+    JoinHandle& operator=(const JoinHandle&) = delete;
+    ~JoinHandle() { release(false); }
+
+    bool valid() const noexcept { return header_ != nullptr; }
+
+    /// True once the task has finished (or was cancelled by shutdown). Never blocks.
+    bool is_finished() const noexcept {
+        // Acquire: pairs with the completer's acq_rel fetch_or of kComplete.
+        return header_ != nullptr &&
+               (header_->state.load(std::memory_order_acquire) & detail::FrameHeader::kComplete) != 0;
+    }
+
+    /// Lets the task run on without an owner (the same as dropping the handle).
+    void detach() noexcept { release(false); }
+
+    class Awaiter {
+    public:
+        explicit Awaiter(JoinHandle& h) : handle_(h) {
+            if (handle_.header_ == nullptr)
+                throw BrokenTask("eddy: awaiting an empty JoinHandle (moved-from, "
+                                 "default-constructed or already awaited)");
+        }
+        bool await_ready() const noexcept { return handle_.is_finished(); }
+        bool await_suspend(std::coroutine_handle<> awaiter) {
+            // SAFETY: after join_suspend publishes `awaiter`, the completer may resume it on
+            // another thread at once; nothing of this awaiter is touched afterwards.
+            return detail::join_suspend(handle_.header_, awaiter);
+        }
+        T await_resume() { return handle_.take(); }
+
+    private:
+        JoinHandle& handle_;
+    };
+    Awaiter operator co_await() & { return Awaiter(*this); }
+    Awaiter operator co_await() && { return Awaiter(*this); }
+
+private:
+    friend class Runtime;
+    template <class U>
+    friend JoinHandle<U> spawn(Task<U> task);
+    using Promise = detail::Promise<T>;
+
+    explicit JoinHandle(detail::FrameHeader* h) noexcept : header_(h) {}
+
+    Promise* promise() const noexcept {
+        return &std::coroutine_handle<Promise>::from_address(header_->frame()).promise();
+    }
+
+    /// Called once the task is known to be complete: the result, consumed.
+    T take() {
+        struct Consume {
+            JoinHandle& h;
+            ~Consume() { h.release(true); }
+        } consume{*this};
+        if (header_->state.load(std::memory_order_acquire) & detail::FrameHeader::kCancelled)
+            detail::throw_cancelled();
+        return promise()->take();
+    }
+
+    /// Blocks the calling (non-worker) thread until the task finishes; for Runtime::block_on.
+    T wait() {
+        detail::join_wait(header_);
+        return take();
+    }
+
+    void release(bool consumed) noexcept {
+        if (header_ != nullptr) {
+            detail::FrameHeader* h = std::exchange(header_, nullptr);
+            detail::join_release(h, &std::coroutine_handle<Promise>::from_address(h->frame()).promise(),
+                                 consumed);
+        }
+    }
+
+    detail::FrameHeader* header_ = nullptr;
+};
+
+} // namespace eddy

@@ -1,0 +1,70 @@
+// eddy/runtime/runtime.hpp: Runtime, a pool of worker threads that runs tasks.
+//
+// Shape: N workers, each with a bounded work-stealing deque, plus one global injection
+// queue. A task spawned on a worker goes to that worker's deque; one spawned from outside
+// goes to the injection queue. Idle workers steal half of a busy worker's deque, and park
+// when there is nothing to do; new work wakes at most one of them.
+//
+//     eddy::Runtime rt(eddy::RuntimeConfig{.workers = 4});
+//     int answer = rt.block_on(compute());          // from main(), not from a task
+//     auto handle = rt.spawn(background());         // from any thread
+//
+// Shutdown (`shutdown()` or the destructor): refuses new spawns, stops and joins the workers
+// (a task that is running finishes its current step; nothing else runs afterwards), then
+// destroys every task that did not finish, so their locals are released. Handles to such
+// tasks throw eddy::RuntimeStopped when awaited. Calling shutdown from one of the runtime's
+// own workers throws eddy::WrongThread (it would join itself); the destructor must likewise
+// not run on a worker.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include <eddy/runtime/config.hpp>
+#include <eddy/runtime/detail/scheduler_api.hpp>
+#include <eddy/runtime/join_handle.hpp>
+#include <eddy/tasks/errors.hpp>
+#include <eddy/tasks/task.hpp>
+
+namespace eddy {
+
+class Runtime {
+public:
+    /// Starts the workers. Throws std::invalid_argument for a bad worker count (naming
+    /// EDDY_WORKERS when the environment gave it), std::system_error if a thread cannot start.
+    explicit Runtime(RuntimeConfig config = {});
+    ~Runtime();
+    Runtime(const Runtime&) = delete;
+    Runtime& operator=(const Runtime&) = delete;
+
+    /// Runs `task` on the workers and blocks the calling thread until it finishes; returns its
+    /// result or rethrows its exception. Throws eddy::WrongThread when called from a worker
+    /// thread of any runtime (that would deadlock it) and eddy::RuntimeStopped if the runtime
+    /// is shut down before the task finishes.
+    template <class T>
+    T block_on(Task<T> task) {
+        if (detail::current_scheduler() != nullptr)
+            throw WrongThread("eddy::Runtime::block_on called from a worker thread; co_await instead");
+        return spawn(std::move(task)).wait();
+    }
+
+    /// Starts `task` on this runtime from any thread (see eddy::spawn for the rules).
+    template <class T>
+    JoinHandle<T> spawn(Task<T> task) {
+        auto h = detail::TaskAccess::release(task);
+        if (!h) throw BrokenTask("eddy::Runtime::spawn: the task is empty (moved-from or already awaited)");
+        detail::spawn_root(scheduler_.get(), h.promise(), h);
+        return JoinHandle<T>(detail::header_of(h.address()));
+    }
+
+    /// Stops the runtime (see above). Idempotent.
+    void shutdown();
+
+    /// The number of worker threads.
+    std::size_t workers() const noexcept;
+
+private:
+    std::unique_ptr<detail::Scheduler> scheduler_;
+};
+
+} // namespace eddy

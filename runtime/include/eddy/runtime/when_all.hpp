@@ -1,0 +1,94 @@
+// eddy/runtime/when_all.hpp: eddy::when_all, awaiting several tasks that run in parallel.
+//
+//     auto [a, b] = co_await eddy::when_all(twice(1), twice(20));       // std::tuple<int, int>
+//     std::vector<int> all = co_await eddy::when_all(std::move(tasks)); // std::vector<Task<int>>
+//
+// Semantics:
+//   * Lazy: nothing starts until the returned Task is awaited (or spawned).
+//   * All children are then queued at once on the awaiting worker's deque, so idle workers
+//     steal them and they run in parallel; there is no start order to rely on.
+//   * The awaiter resumes exactly once, after the last child finished, on the worker that
+//     finished it.
+//   * Results come in argument (or vector) order. A `Task<void>` child contributes
+//     std::monostate to the tuple; `when_all(std::vector<Task<void>>)` returns void;
+//     a `Task<T&>` child contributes T&.
+//   * If children throw, the first exception (in time) is rethrown once every child has
+//     finished; the other results and exceptions are discarded. No child is left running.
+//   * Empty input completes at once.
+// Errors: an empty child task throws eddy::BrokenTask, and awaiting off a worker thread
+// throws eddy::WrongThread, both before any child starts.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <eddy/runtime/detail/when_all_state.hpp>
+#include <eddy/tasks/errors.hpp>
+#include <eddy/tasks/task.hpp>
+
+namespace eddy {
+
+namespace detail {
+
+template <class T>
+struct WhenAllValue {
+    using type = T;
+};
+template <>
+struct WhenAllValue<void> {
+    using type = std::monostate;
+};
+template <class T>
+using when_all_value_t = typename WhenAllValue<T>::type;
+
+template <class T>
+std::pair<PromiseBase*, std::coroutine_handle<>> child_of(const Task<T>& t) {
+    auto h = TaskAccess::get(t);
+    if (!h) throw BrokenTask("eddy::when_all: a child task is empty (moved-from or already awaited)");
+    return {&h.promise(), h};
+}
+
+template <class T>
+when_all_value_t<T> take_child(Task<T>& t) {
+    if constexpr (std::is_void_v<T>) {
+        TaskAccess::get(t).promise().take();
+        return {};
+    } else {
+        return TaskAccess::get(t).promise().take();
+    }
+}
+
+} // namespace detail
+
+template <class... Ts>
+Task<std::tuple<detail::when_all_value_t<Ts>...>> when_all(Task<Ts>... tasks) {
+    using Child = std::pair<detail::PromiseBase*, std::coroutine_handle<>>;
+    std::array<Child, sizeof...(Ts)> children{detail::child_of(tasks)...};
+    auto get = [&children](std::size_t i) { return children[i]; };
+    co_await detail::WhenAllAwaiter<decltype(get)>(sizeof...(Ts), get);
+    co_return std::tuple<detail::when_all_value_t<Ts>...>{detail::take_child(tasks)...};
+}
+
+template <class T>
+Task<std::conditional_t<std::is_void_v<T>, void, std::vector<T>>> when_all(std::vector<Task<T>> tasks) {
+    static_assert(std::is_void_v<T> || std::is_object_v<T>,
+                  "when_all(std::vector<Task<T&>>) is not supported; return pointers instead");
+    for (const Task<T>& t : tasks) (void)detail::child_of(t);  // BrokenTask before anything starts
+    auto get = [&tasks](std::size_t i) { return detail::child_of(tasks[i]); };
+    co_await detail::WhenAllAwaiter<decltype(get)>(tasks.size(), get);
+    if constexpr (std::is_void_v<T>) {
+        for (Task<T>& t : tasks) detail::take_child(t);
+    } else {
+        std::vector<T> out;
+        out.reserve(tasks.size());
+        for (Task<T>& t : tasks) out.push_back(detail::take_child(t));
+        co_return out;
+    }
+}
+
+} // namespace eddy

@@ -1,0 +1,102 @@
+// runtime/runtime.cpp: Runtime, and the entry points of scheduler_api.hpp.
+#include <eddy/runtime/runtime.hpp>
+
+#include "runtime/scheduler.hpp"
+#include "runtime/thread_waiter.hpp"
+#include "runtime/worker.hpp"
+#include "runtime/worker_count.hpp"
+
+#include <string>
+
+namespace eddy {
+
+Runtime::Runtime(RuntimeConfig config) {
+    const std::size_t n = detail::resolve_workers(config.workers);
+    scheduler_ = std::make_unique<detail::Scheduler>(n, std::move(config));
+    scheduler_->start();
+}
+
+Runtime::~Runtime() = default;  // ~Scheduler shuts down
+
+void Runtime::shutdown() { scheduler_->shutdown(); }
+
+std::size_t Runtime::workers() const noexcept { return scheduler_->num_workers(); }
+
+} // namespace eddy
+
+namespace eddy::detail {
+
+Scheduler* current_scheduler() noexcept {
+    Worker* w = current_worker();
+    return w != nullptr ? &w->scheduler() : nullptr;
+}
+
+Scheduler& require_worker(const char* what) {
+    Worker* w = current_worker();
+    if (w == nullptr) throw WrongThread(std::string(what) + " needs to run on an eddy runtime worker thread");
+    return w->scheduler();
+}
+
+void spawn_root(Scheduler* sched, PromiseBase& p, std::coroutine_handle<> frame) {
+    if (sched == nullptr) {
+        frame.destroy();
+        throw WrongThread("eddy::spawn called off a runtime worker thread; use Runtime::spawn there");
+    }
+    sched->spawn(p, frame);
+}
+
+void schedule_local(std::coroutine_handle<> frame) noexcept { current_worker()->push_local(frame.address()); }
+
+void notify_local_work() noexcept {
+    Scheduler& s = current_worker()->scheduler();
+    if (s.num_workers() > 1) s.notify_parked();
+}
+
+void defer_current(std::coroutine_handle<> frame) {
+    Worker* w = current_worker();
+    if (w == nullptr) throw WrongThread("eddy::yield_now needs to run on an eddy runtime worker thread");
+    w->defer(frame.address());
+}
+
+bool join_suspend(FrameHeader* h, std::coroutine_handle<> joiner) {
+    Scheduler& s = require_worker("co_await on an eddy::JoinHandle");
+    h->joiner = joiner;
+    h->joiner_sched = &s;
+    // Acq_rel: release publishes joiner/joiner_sched to finish_root's acquire; acquire (when
+    // already complete) makes the result visible before we resume.
+    const std::uint32_t prev = h->state.fetch_or(FrameHeader::kJoinWaiting, std::memory_order_acq_rel);
+    return (prev & FrameHeader::kComplete) == 0;
+}
+
+void join_wait(FrameHeader* h) {
+    ThreadWaiter waiter;
+    h->thread_waiter = &waiter;
+    // Acq_rel: as in join_suspend, for thread_waiter.
+    const std::uint32_t prev = h->state.fetch_or(FrameHeader::kThreadWaiting, std::memory_order_acq_rel);
+    if ((prev & FrameHeader::kComplete) == 0) waiter.wait();
+}
+
+void join_release(FrameHeader* h, PromiseBase* p, bool consumed) noexcept {
+    // One RMW sets kDetached and drops the handle's reference (kDetached is clear: a handle
+    // is released once). Acq_rel: acquire pairs with finish_root's fetch_or, so a finished
+    // result is visible before we read or destroy it; release pairs with finish_root's
+    // acquire, so our reads of the frame happen before it destroys it.
+    const std::uint32_t prev =
+        h->state.fetch_add(FrameHeader::kDetached - FrameHeader::kRefOne, std::memory_order_acq_rel);
+    if (FrameHeader::refs(prev) == 1) {  // the frame is already gone (cancelled): ours was last
+        h->~FrameHeader();
+        ::operator delete(static_cast<void*>(h));
+        return;
+    }
+    // Still running: finish_root sees kDetached and frees everything. Cancelled but not yet
+    // destroyed (shutdown racing this drop): shutdown destroys the frame and frees.
+    if ((prev & FrameHeader::kComplete) == 0 || (prev & FrameHeader::kCancelled) != 0) return;
+    if (!consumed && p->exception()) Scheduler::report_unobserved(h->home_id, p->exception());
+    h->handle().destroy();  // the frame's reference is the last: frees h
+}
+
+void throw_cancelled() {
+    throw RuntimeStopped("eddy: the task was destroyed by runtime shutdown before it finished");
+}
+
+} // namespace eddy::detail

@@ -1,0 +1,98 @@
+// runtime/scheduler.hpp: the state a Runtime's workers share, and its shutdown protocol.
+//
+// # Shutdown, step by step (shutdown())
+//   1. Close the injection door: set kClosed in external_ and wait until no spawn from a
+//      non-worker thread is between its check and its push. Later external spawns throw
+//      RuntimeStopped. (Worker threads spawn without the check: their tasks land in their
+//      own deques and are handled by step 4.)
+//   2. Set stopping_, unpark every worker, join every thread. A running task finishes its
+//      current step; no worker resumes anything afterwards.
+//   3. Forget every queued frame (deques, yield lists, global queue) without destroying it:
+//      each one belongs to a task in the registry, destroyed next.
+//   4. Destroy every registered (unfinished) task, marking it kComplete|kCancelled first so
+//      that its JoinHandle, if any, reports RuntimeStopped. A block_on caller waiting for
+//      it is woken. Destroying a frame destroys what it owns: its awaited child tasks,
+//      when_all children, and JoinHandles, which detach their tasks (destroyed in turn).
+// Steps 3 and 4 run with no worker alive, so no frame can be resumed while it is destroyed.
+#pragma once
+
+#include "runtime/private.hpp"
+#include "runtime/idle.hpp"
+#include "runtime/inject_queue.hpp"
+#include "runtime/task_registry.hpp"
+#include "runtime/worker.hpp"
+
+#include <atomic>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <eddy/runtime/config.hpp>
+#include <eddy/tasks/detail/promise.hpp>
+
+namespace eddy::detail {
+
+class Scheduler {
+public:
+    Scheduler(std::size_t workers, RuntimeConfig config);
+    ~Scheduler();
+    Scheduler(const Scheduler&) = delete;
+    Scheduler& operator=(const Scheduler&) = delete;
+
+    /// Starts the worker threads (std::system_error if one cannot start; none is left).
+    void start();
+    /// See the protocol above. Idempotent; WrongThread from one of this runtime's workers.
+    void shutdown();
+
+    /// Registers and queues a root task (see spawn_root in scheduler_api.hpp).
+    void spawn(PromiseBase& p, std::coroutine_handle<> frame);
+    /// Queues a suspended frame to be resumed, from any thread.
+    void schedule(std::coroutine_handle<> frame);
+    /// idle.hpp rule 1: wakes one parked worker if new work needs one.
+    void notify_parked() noexcept;
+    /// idle.hpp rule 4: the last searcher's final look at every queue.
+    void notify_if_work_pending() noexcept;
+
+    /// Runs the unhandled-exception hook (or prints the default line).
+    void report_unhandled(std::exception_ptr e) noexcept;
+    /// The same for a JoinHandle dropped anywhere, possibly after its runtime is gone.
+    static void report_unobserved(std::uint64_t scheduler_id, std::exception_ptr e) noexcept;
+
+    /// The completion hook of every root task (the join protocol of frame_header.hpp).
+    static std::coroutine_handle<> finish_root(void* ctx, PromiseBase& p,
+                                               std::coroutine_handle<> self) noexcept;
+
+    bool stopping() const noexcept { return stopping_.load(std::memory_order_relaxed); }
+    std::size_t num_workers() const noexcept { return workers_.size(); }
+    Worker& worker(std::size_t i) noexcept { return *workers_[i]; }
+    InjectQueue& inject() noexcept { return inject_; }
+    Idle& idle() noexcept { return idle_; }
+    TaskRegistry& registry() noexcept { return registry_; }
+
+private:
+    static constexpr std::uint64_t kClosed = std::uint64_t{1} << 63;
+
+    void cancel(FrameHeader* h) noexcept;
+
+    const RuntimeConfig config_;
+    const std::uint64_t id_;
+    InjectQueue inject_;
+    Idle idle_;
+    TaskRegistry registry_;
+    std::vector<std::unique_ptr<Worker>> workers_;
+    std::vector<std::thread> threads_;
+    // Stop flag for the run loops. Relaxed is enough: it only asks a worker to leave; the
+    // join in shutdown() is what orders everything after.
+    std::atomic<bool> stopping_{false};
+    // kClosed | number of external spawns between their check and their push (step 1).
+    std::atomic<std::uint64_t> external_{0};
+    std::mutex shutdown_mutex_;
+    bool shut_down_ = false;  // guarded by shutdown_mutex_
+};
+
+} // namespace eddy::detail

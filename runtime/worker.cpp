@@ -1,0 +1,140 @@
+// runtime/worker.cpp: see worker.hpp for the run loop.
+#include "runtime/worker.hpp"
+
+#include "runtime/scheduler.hpp"
+
+#include <algorithm>
+
+namespace eddy::detail {
+namespace {
+// Initial-exec: a static TLS slot, one instruction to read, even inside a shared library
+// loaded at start-up (eddy is not meant to be dlopen'ed into a process late).
+[[gnu::tls_model("initial-exec")]] thread_local Worker* t_worker = nullptr;
+} // namespace
+
+Worker* current_worker() noexcept { return t_worker; }
+
+Worker::Worker(Scheduler& scheduler, std::size_t index)
+    : sched_(scheduler),
+      index_(index),
+      deque_(kLocalQueueCapacity),
+      producer_(scheduler.inject()),
+      consumer_(scheduler.inject()),
+      rng_(0x9E3779B97F4A7C15ull * (index + 1)) {}
+
+void Worker::run() {
+    t_worker = this;
+    while (!sched_.stopping()) {
+        void* task = next_task();
+        if (task == nullptr) task = steal_work();
+        if (task == nullptr) {
+            park();
+            continue;
+        }
+        if (searching_) leave_searching();
+        // SAFETY: every queued address is a suspended coroutine frame that nobody else will
+        // resume: whoever queued it handed over the right to resume it.
+        std::coroutine_handle<>::from_address(task).resume();
+    }
+    t_worker = nullptr;
+}
+
+void* Worker::next_task() {
+    void* task = nullptr;
+    if (++tick_ % kGlobalQueueInterval == 0 && sched_.inject().pop_bulk(consumer_, &task, 1) == 1)
+        return task;
+    if (deque_.pop(task)) return task;
+    if (pop_global_batch(task)) return task;
+    if (!deferred_.empty()) {
+        refill_from_deferred();
+        if (deque_.pop(task)) return task;
+    }
+    return nullptr;
+}
+
+bool Worker::pop_global_batch(void*& out) {
+    void* batch[kGlobalBatch];
+    const std::size_t room = deque_.capacity() - deque_.size();
+    const std::size_t n = sched_.inject().pop_bulk(consumer_, batch, std::min(kGlobalBatch, room + 1));
+    if (n == 0) return false;
+    out = batch[0];
+    // Reverse order, so that LIFO pops run them in the order the global queue gave them.
+    for (std::size_t i = n; i-- > 1;) (void)deque_.push(batch[i]);  // room checked above
+    if (n > 2 && sched_.num_workers() > 1) sched_.notify_parked();
+    return true;
+}
+
+void Worker::refill_from_deferred() {
+    // The oldest yielded tasks go to the deque, where idle workers can steal them; as many as
+    // fit, the rest stay in line.
+    const std::size_t n = std::min(deque_.capacity() - deque_.size(), deferred_.size());
+    for (std::size_t i = n; i-- > 0;) (void)deque_.push(deferred_[i]);  // room checked above
+    deferred_.erase(deferred_.begin(), deferred_.begin() + static_cast<std::ptrdiff_t>(n));
+    if (n > 1 && sched_.num_workers() > 1) sched_.notify_parked();
+}
+
+void* Worker::steal_work() {
+    // Searching even with one worker: the last searcher's final look (idle.hpp rule 4) is
+    // what protects a parking worker from a concurrent injection.
+    if (!searching_) {
+        if (!sched_.idle().transition_to_searching()) return nullptr;
+        searching_ = true;
+    }
+    const std::size_t n = sched_.num_workers();
+    const std::size_t start = static_cast<std::size_t>(next_random() % n);
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t victim = (start + i) % n;
+        if (victim == index_) continue;
+        void* first = nullptr;
+        if (sched_.worker(victim).deque().steal_into(deque_, first) > 0) return first;
+    }
+    void* task = nullptr;
+    if (pop_global_batch(task)) return task;
+    return nullptr;
+}
+
+void Worker::leave_searching() noexcept {
+    searching_ = false;
+    if (sched_.idle().transition_from_searching()) sched_.notify_parked();  // idle.hpp rule 3
+}
+
+void Worker::park() {
+    Idle& idle = sched_.idle();
+    const bool last_searcher = idle.transition_to_parked(index_, searching_);
+    searching_ = false;
+    if (last_searcher) sched_.notify_if_work_pending();  // idle.hpp rule 4
+    while (!sched_.stopping()) {
+        parker_.park();
+        if (idle.transition_from_parked(index_)) {
+            searching_ = true;  // a notifier counted us as searching
+            return;
+        }
+    }
+}
+
+void Worker::push_local(void* task) noexcept {
+    while (!deque_.push(task)) {
+        // Full: move the older half to the global queue, where any worker can take it.
+        void* batch[kLocalQueueCapacity / 2];
+        const std::size_t n = deque_.pop_top_batch(batch, kLocalQueueCapacity / 2);
+        if (n > 0) sched_.inject().push_bulk(producer_, batch, n);
+        // n == 0: thieves raced us and made room; retry the push.
+    }
+}
+
+void Worker::clear_queues() noexcept {
+    void* task = nullptr;
+    while (deque_.pop(task)) {
+    }
+    deferred_.clear();
+}
+
+std::uint64_t Worker::next_random() noexcept {
+    // xorshift64*: victim selection only needs to spread thieves out.
+    rng_ ^= rng_ >> 12;
+    rng_ ^= rng_ << 25;
+    rng_ ^= rng_ >> 27;
+    return rng_ * 0x2545F4914F6CDD1Dull;
+}
+
+} // namespace eddy::detail

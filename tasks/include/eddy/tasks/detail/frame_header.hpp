@@ -1,0 +1,124 @@
+// eddy/tasks/detail/frame_header.hpp: the 64-byte prefix of every Task coroutine frame.
+//
+// Why a prefix and not promise members: a spawned task's join state must outlive its frame.
+// When the runtime shuts down it destroys every unfinished frame (so no locals leak and
+// nothing of the runtime is touched later), while a JoinHandle held elsewhere still has to
+// learn that its task was cancelled. So the allocation is [FrameHeader][coroutine frame], the
+// header carries a reference count, and the memory is freed when the last reference goes,
+// which may be after the frame itself was destroyed. This is Tokio's task cell (header +
+// future + output) in coroutine form, and it costs no extra allocation per spawn.
+//
+// Layout assumption (checked by `header_of` in debug builds and by tests/tasks): the address
+// a coroutine handle reports is the address the promise's operator new returned. GCC and
+// Clang both place the frame at the start of the allocation.
+//
+// Only spawned root tasks use the header beyond the reference count; nested, awaited tasks
+// leave it at `kRefOne` and their operator delete frees it at once. A frame whose allocation
+// was elided by the compiler (HALO) has no header, which is fine: such a frame cannot escape
+// its caller, so it is never spawned and never reaches operator delete.
+//
+// # State word (`state`)
+//   bit 0 kComplete      the task reached final suspend (or was cancelled): result readable
+//   bit 1 kJoinWaiting   a coroutine awaits the JoinHandle; `joiner`/`joiner_sched` are set
+//   bit 2 kThreadWaiting a thread blocks in JoinHandle wait (block_on); `thread_waiter` set
+//   bit 3 kDetached      the JoinHandle was dropped; whoever completes the task frees it
+//   bit 4 kCancelled     shutdown destroyed the frame before it completed (implies kComplete)
+//   bit 5 kFrameDead     the coroutine frame was destroyed (the header may live on)
+//   bits 6.. references  one for the live frame, one for the JoinHandle
+//
+// Who touches what:
+//   joiner, joiner_sched: written by the joiner before it sets kJoinWaiting (release); read
+//     by the completer after it sets kComplete and sees kJoinWaiting (acquire).
+//   thread_waiter: the same, for kThreadWaiting (a handle is awaited or waited, never both).
+//   prev, next, shard: the runtime's task registry, under that registry shard's lock.
+//   home_id: the spawning runtime's id, written once at spawn before the frame is published;
+//     lets a JoinHandle dropped after its runtime is gone report to the right place.
+#pragma once
+
+#include <atomic>
+#include <cassert>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+namespace eddy::detail {
+
+class Scheduler;  // runtime/: opaque here
+class ThreadWaiter;
+
+struct alignas(16) FrameHeader {
+    static constexpr std::uint32_t kComplete = 1u << 0;
+    static constexpr std::uint32_t kJoinWaiting = 1u << 1;
+    static constexpr std::uint32_t kThreadWaiting = 1u << 2;
+    static constexpr std::uint32_t kDetached = 1u << 3;
+    static constexpr std::uint32_t kCancelled = 1u << 4;
+    static constexpr std::uint32_t kFrameDead = 1u << 5;
+    static constexpr std::uint32_t kRefOne = 1u << 6;
+    static constexpr std::uint32_t kFlagMask = kRefOne - 1;
+    // Always present, whatever NDEBUG says: the layout must be the same in every
+    // translation unit (the library and the user's code may be built differently).
+    static constexpr std::uint32_t kMagic = 0xedd7f4a3u;
+    std::uint32_t magic = kMagic;
+
+    std::atomic<std::uint32_t> state{kRefOne};
+    std::uint32_t shard = 0;
+    std::coroutine_handle<> joiner{};
+    union {
+        Scheduler* joiner_sched = nullptr;
+        ThreadWaiter* thread_waiter;
+    };
+    std::uint64_t home_id = 0;
+    FrameHeader* prev = nullptr;
+    FrameHeader* next = nullptr;
+
+    static constexpr std::uint32_t refs(std::uint32_t s) noexcept { return s / kRefOne; }
+
+    void* frame() noexcept { return this + 1; }
+    std::coroutine_handle<> handle() noexcept { return std::coroutine_handle<>::from_address(frame()); }
+};
+static_assert(sizeof(FrameHeader) % alignof(std::max_align_t) == 0,
+              "the frame after the header must keep operator new's alignment");
+static_assert(sizeof(FrameHeader) <= 64, "keep the per-frame overhead to one cache line");
+
+inline FrameHeader* header_of(void* frame) noexcept {
+    auto* h = static_cast<FrameHeader*>(frame) - 1;
+#ifndef NDEBUG
+    // SAFETY: see "Layout assumption" above; this catches a compiler that breaks it.
+    assert(h->magic == FrameHeader::kMagic && "coroutine frame address is not the allocation");
+#endif
+    return h;
+}
+
+inline void* allocate_frame(std::size_t n) {
+    void* raw = ::operator new(sizeof(FrameHeader) + n);
+    return ::new (raw) FrameHeader{} + 1;
+}
+
+/// Drops one reference; frees the allocation when it was the last.
+inline void release_header(FrameHeader* h) noexcept {
+    // Acquire: if this is the only reference, see every write of the thread that dropped the
+    // other one (its fetch_sub below is acq_rel) before freeing.
+    std::uint32_t s = h->state.load(std::memory_order_acquire);
+    if (FrameHeader::refs(s) != 1) {
+        // Acq_rel: pairs with the other owner's fetch_sub, so whoever frees sees all writes.
+        s = h->state.fetch_sub(FrameHeader::kRefOne, std::memory_order_acq_rel);
+        if (FrameHeader::refs(s) != 1) return;
+    }
+    h->~FrameHeader();
+    ::operator delete(static_cast<void*>(h));
+}
+
+/// The promise's operator delete: the frame is gone, its reference with it.
+inline void deallocate_frame(void* frame) noexcept {
+    FrameHeader* h = header_of(frame);
+    if (h->state.load(std::memory_order_relaxed) != FrameHeader::kRefOne) {
+        // A spawned frame: record that the frame is dead before dropping its reference, so a
+        // JoinHandle that outlives it never destroys it twice. Relaxed is enough: the flag is
+        // read only by the handle, after its own acq_rel RMW on this word.
+        h->state.fetch_or(FrameHeader::kFrameDead, std::memory_order_relaxed);
+    }
+    release_header(h);
+}
+
+} // namespace eddy::detail

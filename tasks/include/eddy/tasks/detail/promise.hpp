@@ -1,0 +1,136 @@
+// eddy/tasks/detail/promise.hpp: Task<T>'s promise: result storage and completion routing.
+//
+// A frame finishes in one of three ways, chosen by whoever starts it:
+//   awaited     `co_await task`: final suspend transfers to `continuation` (symmetric
+//               transfer, so a chain of synchronous completions never grows the stack);
+//   spawned     the runtime set `finish` to its root-task protocol (join handle, registry);
+//   when_all    `finish` counts the child down and resumes the parent after the last one.
+// `finish` runs inside final_suspend's await_suspend: the frame is suspended, so it may
+// destroy the frame or hand it to another thread, and returns the coroutine to run next.
+#pragma once
+
+#include <coroutine>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+#include <eddy/tasks/detail/frame_header.hpp>
+
+namespace eddy::detail {
+
+class PromiseBase;
+
+/// Completion hook: `ctx` is the hook's own state, `self` the finished frame.
+using FinishFn = std::coroutine_handle<> (*)(void* ctx, PromiseBase& p,
+                                             std::coroutine_handle<> self) noexcept;
+
+class PromiseBase {
+public:
+    static void* operator new(std::size_t n) { return allocate_frame(n); }
+    static void operator delete(void* frame, std::size_t) noexcept { deallocate_frame(frame); }
+
+    std::suspend_always initial_suspend() const noexcept { return {}; }
+
+    struct FinalAwaiter {
+        bool await_ready() const noexcept { return false; }
+        template <class P>
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> self) const noexcept {
+            PromiseBase& p = self.promise();
+            if (p.finish_ != nullptr) return p.finish_(p.finish_ctx_, p, self);
+            return p.continuation_;
+        }
+        [[noreturn]] void await_resume() const noexcept { std::terminate(); }
+    };
+    FinalAwaiter final_suspend() const noexcept { return {}; }
+
+    void unhandled_exception() noexcept { exception_ = std::current_exception(); }
+
+    void set_continuation(std::coroutine_handle<> c) noexcept { continuation_ = c; }
+    void set_finish(FinishFn fn, void* ctx) noexcept {
+        finish_ = fn;
+        finish_ctx_ = ctx;
+    }
+    const std::exception_ptr& exception() const noexcept { return exception_; }
+
+protected:
+    void rethrow_if_failed() const {
+        if (exception_) std::rethrow_exception(exception_);
+    }
+
+private:
+    std::coroutine_handle<> continuation_ = std::noop_coroutine();
+    FinishFn finish_ = nullptr;
+    void* finish_ctx_ = nullptr;
+    std::exception_ptr exception_;
+};
+
+template <class T>
+class Promise;
+
+} // namespace eddy::detail
+
+namespace eddy {
+template <class T = void>
+class [[nodiscard]] Task;
+}
+
+namespace eddy::detail {
+
+template <class T>
+class Promise final : public PromiseBase {
+public:
+    Task<T> get_return_object() noexcept;
+
+    template <class U = T>
+        requires std::is_convertible_v<U&&, T>
+    void return_value(U&& v) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
+        value_.emplace(std::forward<U>(v));
+    }
+
+    /// Moves the result out, or rethrows the task's exception.
+    T take() {
+        rethrow_if_failed();
+        return std::move(*value_);
+    }
+
+private:
+    std::optional<T> value_;
+};
+
+template <class T>
+class Promise<T&> final : public PromiseBase {
+public:
+    Task<T&> get_return_object() noexcept;
+    void return_value(T& v) noexcept { value_ = std::addressof(v); }
+    T& take() {
+        rethrow_if_failed();
+        return *value_;
+    }
+
+private:
+    T* value_ = nullptr;
+};
+
+template <>
+class Promise<void> final : public PromiseBase {
+public:
+    Task<void> get_return_object() noexcept;
+    void return_void() noexcept {}
+    void take() { rethrow_if_failed(); }
+};
+
+/// The runtime's access to a Task's coroutine (spawn, when_all). Not for users.
+struct TaskAccess {
+    template <class T>
+    static std::coroutine_handle<Promise<T>> release(Task<T>& t) noexcept {
+        return std::exchange(t.handle_, {});
+    }
+    template <class T>
+    static std::coroutine_handle<Promise<T>> get(const Task<T>& t) noexcept {
+        return t.handle_;
+    }
+};
+
+} // namespace eddy::detail

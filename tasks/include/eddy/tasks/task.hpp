@@ -1,0 +1,108 @@
+// eddy/tasks/task.hpp: Task<T>, the coroutine type every eddy computation is written as.
+//
+// Lifecycle. A Task is an allocated coroutine that has not started: calling a `Task<T>`
+// function runs nothing. It starts when it is awaited (`co_await task`), spawned
+// (`eddy::spawn`, `Runtime::spawn`, `Runtime::block_on`) or passed to `when_all`.
+//
+// Where it runs. An awaited task runs on the thread of its awaiter, and the awaiter resumes on
+// the thread that finished the task: awaiting and finishing are symmetric transfers, never
+// nested calls, so a chain of a million synchronously completing awaits uses constant stack
+// (see README for the g++ debug-build caveat).
+//
+// Results. `co_await std::move(task)` (or on an lvalue: `co_await task`) gives the `co_return`
+// value, or rethrows the exception that escaped the task. Awaiting *consumes* the task: its
+// frame is destroyed once the result is taken, and the Task is left empty.
+//
+// Ownership. A Task is move-only and owns its frame: destroying a Task that never ran (or
+// finished) destroys the frame. `Task<T&>` returns a reference; the referent must outlive the
+// awaiter's use of it. `Task<void>` returns nothing.
+//
+// Misuse. Awaiting or spawning an empty Task (default-constructed, moved-from, or already
+// awaited) throws eddy::BrokenTask at the co_await (or spawn) expression.
+#pragma once
+
+#include <coroutine>
+#include <utility>
+
+#include <eddy/tasks/detail/promise.hpp>
+#include <eddy/tasks/errors.hpp>
+
+namespace eddy {
+
+template <class T>
+class [[nodiscard]] Task {
+public:
+    using promise_type = detail::Promise<T>;
+    using value_type = T;
+
+    Task() noexcept = default;
+    Task(Task&& other) noexcept : handle_(std::exchange(other.handle_, {})) {}
+    Task& operator=(Task&& other) noexcept {
+        if (this != &other) {
+            reset();
+            handle_ = std::exchange(other.handle_, {});
+        }
+        return *this;
+    }
+    Task(const Task&) = delete;
+    Task& operator=(const Task&) = delete;
+    ~Task() { reset(); }
+
+    /// True while the task holds a coroutine (not moved-from, not yet awaited).
+    bool valid() const noexcept { return static_cast<bool>(handle_); }
+    explicit operator bool() const noexcept { return valid(); }
+
+    class Awaiter {
+    public:
+        explicit Awaiter(Task& task) : task_(task) {
+            if (!task_.handle_) throw BrokenTask("eddy: awaiting an empty Task (moved-from, "
+                                                 "default-constructed or already awaited)");
+        }
+        bool await_ready() const noexcept { return false; }
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiter) noexcept {
+            task_.handle_.promise().set_continuation(awaiter);
+            return task_.handle_;  // symmetric transfer: start the task
+        }
+        T await_resume() {
+            // The frame is destroyed after the result is moved out (or the exception rethrown).
+            struct Consume {
+                Task& t;
+                ~Consume() { t.reset(); }
+            } consume{task_};
+            return task_.handle_.promise().take();
+        }
+
+    private:
+        Task& task_;
+    };
+
+    Awaiter operator co_await() & { return Awaiter(*this); }
+    Awaiter operator co_await() && { return Awaiter(*this); }
+
+private:
+    friend class detail::Promise<T>;
+    friend struct detail::TaskAccess;
+    explicit Task(std::coroutine_handle<promise_type> h) noexcept : handle_(h) {}
+
+    void reset() noexcept {
+        if (handle_) std::exchange(handle_, {}).destroy();
+    }
+
+    std::coroutine_handle<promise_type> handle_;
+};
+
+namespace detail {
+template <class T>
+Task<T> Promise<T>::get_return_object() noexcept {
+    return Task<T>(std::coroutine_handle<Promise<T>>::from_promise(*this));
+}
+template <class T>
+Task<T&> Promise<T&>::get_return_object() noexcept {
+    return Task<T&>(std::coroutine_handle<Promise<T&>>::from_promise(*this));
+}
+inline Task<void> Promise<void>::get_return_object() noexcept {
+    return Task<void>(std::coroutine_handle<Promise<void>>::from_promise(*this));
+}
+} // namespace detail
+
+} // namespace eddy

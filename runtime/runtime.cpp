@@ -1,5 +1,6 @@
 // runtime/runtime.cpp: Runtime, and the entry points of scheduler_api.hpp.
 #include <eddy/runtime/runtime.hpp>
+#include <eddy/runtime/this_worker.hpp>
 
 #include "runtime/scheduler.hpp"
 #include "runtime/thread_waiter.hpp"
@@ -21,6 +22,12 @@ Runtime::~Runtime() = default;  // ~Scheduler shuts down
 void Runtime::shutdown() { scheduler_->shutdown(); }
 
 std::size_t Runtime::workers() const noexcept { return scheduler_->num_workers(); }
+
+std::optional<std::size_t> this_worker::index() noexcept {
+    detail::Worker* w = detail::current_worker();
+    if (w == nullptr) return std::nullopt;
+    return w->index();
+}
 
 } // namespace eddy
 

@@ -5,6 +5,7 @@
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/spawn.hpp>
+#include <eddy/runtime/this_worker.hpp>
 #include <eddy/runtime/when_all.hpp>
 #include <eddy/runtime/yield_now.hpp>
 #include <eddy/tasks/errors.hpp>

@@ -15,7 +15,7 @@
 //
 // Thread safety:
 //   * Owner thread only: push(), pop(), pop_top_batch().
-//   * Any thread: steal_into(), empty(), size().
+//   * Any thread: steal_into(), pop_top(), empty(), size().
 //
 // Indices are 64-bit and only grow (bottom - top is the size), so they never wrap.
 //
@@ -92,6 +92,20 @@ public:
             bottom_.store(b + 1, std::memory_order_release);  // release: as above
             if (!won) return false;
         }
+        out = x;
+        return true;
+    }
+
+    /// Owner or thief: takes the oldest item (the top), like a single steal. The owner uses
+    /// it for fairness: now and then the oldest local task runs instead of the newest.
+    bool pop_top(T& out) noexcept {
+        std::int64_t t = top_.load(std::memory_order_seq_cst);       // as in steal_into()
+        const std::int64_t b = bottom_.load(std::memory_order_seq_cst);
+        if (t >= b) return false;
+        T x = slots_[static_cast<std::size_t>(t) & mask_].load(std::memory_order_relaxed);
+        // Seq_cst: pairs with pop()'s and the thieves' CAS on top.
+        if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed))
+            return false;
         out = x;
         return true;
     }

@@ -52,6 +52,8 @@ void spawn_root(Scheduler* sched, PromiseBase& p, std::coroutine_handle<> frame)
     sched->spawn(p, frame);
 }
 
+void schedule_on(Scheduler* sched, std::coroutine_handle<> frame) noexcept { sched->schedule(frame); }
+
 void schedule_local(std::coroutine_handle<> frame) noexcept { current_worker()->push_local(frame.address()); }
 
 void notify_local_work() noexcept {

@@ -127,8 +127,8 @@ void Scheduler::spawn(PromiseBase& p, std::coroutine_handle<> frame) {
     p.set_finish(&finish_root, this);
     if (local) {
         registry_.insert(h, w->index());
-        w->push_local(frame.address());
-        if (workers_.size() > 1) notify_parked();
+        // The new task runs next here; wake a helper only for the task it displaced.
+        if (w->schedule_next(frame.address()) && workers_.size() > 1) notify_parked();
         return;
     }
     registry_.insert(h, reinterpret_cast<std::uintptr_t>(h) / alignof(FrameHeader));
@@ -138,10 +138,9 @@ void Scheduler::spawn(PromiseBase& p, std::coroutine_handle<> frame) {
     external_.fetch_sub(1, std::memory_order_release);
 }
 
-void Scheduler::schedule(std::coroutine_handle<> frame) {
+void Scheduler::schedule(std::coroutine_handle<> frame) noexcept {
     if (Worker* w = current_worker(); w != nullptr && &w->scheduler() == this) {
-        w->push_local(frame.address());
-        if (workers_.size() > 1) notify_parked();
+        if (w->schedule_next(frame.address()) && workers_.size() > 1) notify_parked();
         return;
     }
     inject_.push(frame.address());

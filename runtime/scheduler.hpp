@@ -52,7 +52,7 @@ public:
     /// Registers and queues a root task (see spawn_root in scheduler_api.hpp).
     void spawn(PromiseBase& p, std::coroutine_handle<> frame);
     /// Queues a suspended frame to be resumed, from any thread.
-    void schedule(std::coroutine_handle<> frame);
+    void schedule(std::coroutine_handle<> frame) noexcept;
     /// idle.hpp rule 1: wakes one parked worker if new work needs one.
     void notify_parked() noexcept;
     /// idle.hpp rule 4: the last searcher's final look at every queue.

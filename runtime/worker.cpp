@@ -4,6 +4,7 @@
 #include "runtime/scheduler.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace eddy::detail {
 namespace {
@@ -27,6 +28,7 @@ void Worker::run() {
     while (!sched_.stopping()) {
         void* task = next_task();
         if (task == nullptr) task = steal_work();
+        if (task == nullptr) task = spin_for_work();
         if (task == nullptr) {
             park();
             continue;
@@ -41,8 +43,11 @@ void Worker::run() {
 
 void* Worker::next_task() {
     void* task = nullptr;
-    if (++tick_ % kGlobalQueueInterval == 0 && sched_.inject().pop_bulk(consumer_, &task, 1) == 1)
-        return task;
+    if (++tick_ % kGlobalQueueInterval == 0) {
+        if (sched_.inject().pop_bulk(consumer_, &task, 1) == 1) return task;
+        if (deque_.pop_top(task)) return task;
+    }
+    if (lifo_slot_ != nullptr) return std::exchange(lifo_slot_, nullptr);
     if (deque_.pop(task)) return task;
     if (pop_global_batch(task)) return task;
     if (!deferred_.empty()) {
@@ -93,6 +98,16 @@ void* Worker::steal_work() {
     return nullptr;
 }
 
+void* Worker::spin_for_work() {
+    // Only a searcher spins: a worker refused the searching role (enough searchers already)
+    // parks at once, and those searchers will find whatever arrives.
+    for (int round = 0; searching_ && round < kSpinRounds && !sched_.stopping(); ++round) {
+        for (int i = 0; i < kPausesPerRound; ++i) cpu_relax();
+        if (void* task = steal_work()) return task;
+    }
+    return nullptr;
+}
+
 void Worker::leave_searching() noexcept {
     searching_ = false;
     if (sched_.idle().transition_from_searching()) sched_.notify_parked();  // idle.hpp rule 3
@@ -126,6 +141,7 @@ void Worker::clear_queues() noexcept {
     void* task = nullptr;
     while (deque_.pop(task)) {
     }
+    lifo_slot_ = nullptr;
     deferred_.clear();
 }
 

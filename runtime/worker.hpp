@@ -1,13 +1,24 @@
 // runtime/worker.hpp: one worker thread: its deque, its run loop, stealing and parking.
 //
 // The run loop, each turn:
-//   1. next_task(): every kGlobalQueueInterval-th turn the global queue first (so injected
-//      tasks cannot starve behind a busy deque), then the own deque (LIFO), then a batch from
-//      the global queue, then the tasks that yielded (see defer()).
+//   1. next_task(): every kGlobalQueueInterval-th turn the global queue first, else the
+//      oldest task of the own deque (so neither injected nor old local tasks can starve
+//      behind a hot LIFO end); then the LIFO slot, the own deque (LIFO), a batch from the
+//      global queue, and last the tasks that yielded (see defer()).
 //   2. Otherwise steal_work(): become a searcher (idle.hpp, rule 2), steal half of a random
-//      victim's deque, else take from the global queue.
+//      victim's deque, else take from the global queue; a searcher retries for a few
+//      microseconds (spin_for_work) before it parks.
 //   3. Otherwise park() until notified (idle.hpp, rule 4 closes the lost-wakeup window).
 // A worker that found work while searching stops searching (rule 3) before running it.
+//
+// # The LIFO slot
+// A task that a worker schedules for itself (a spawn, a wake-up by a task running here) goes
+// to a one-task slot that only this worker reads, and runs as soon as the current task
+// suspends; the task it displaces goes to the bottom of the deque, where it can be stolen,
+// and only then is an idle worker woken. This is Tokio's LIFO slot: a chain of spawns or a
+// request/response pair stays on one warm core instead of bouncing between workers, and a
+// producer pays for a wake-up only when there is a second task to share. The cost, as in
+// Tokio: the slot's task waits while the current task runs without suspending.
 //
 // Fields are owned by the worker thread unless marked: other threads touch only deque_
 // (steal_into, empty) and parker_ (unpark).
@@ -17,6 +28,7 @@
 #include "runtime/chase_lev_deque.hpp"
 #include "runtime/inject_queue.hpp"
 #include "runtime/parker.hpp"
+#include "runtime/spin_lock.hpp"
 
 #include <coroutine>
 #include <cstddef>
@@ -40,6 +52,13 @@ inline constexpr std::size_t kLocalQueueCapacity = EDDY_LOCAL_QUEUE_CAPACITY;
 /// it does not fall into step with periodic task patterns; a guess, retune with data.
 inline constexpr std::uint32_t kGlobalQueueInterval = 61;
 
+/// Search rounds (each a pause, then a steal attempt over every victim and the global queue)
+/// before a searcher parks. Parking and being woken costs a futex round trip on both sides,
+/// so a short spin pays when work arrives in bursts (spawn_many with 2 workers: fewer
+/// wake-ups). A guess tuned on the spawn_many/chained_spawn benchmarks; retune with data.
+inline constexpr int kSpinRounds = 16;
+inline constexpr int kPausesPerRound = 64;
+
 /// At most this many tasks are moved from the global queue per visit: enough to amortize the
 /// queue's cost, few enough to leave work for the other workers. A guess; retune with data.
 inline constexpr std::size_t kGlobalBatch = 32;
@@ -53,6 +72,15 @@ public:
     /// The thread body.
     void run();
 
+    /// Owner thread: makes `task` the next to run here (the LIFO slot). Returns true when
+    /// this displaced an earlier task into the deque, i.e. when a helper could take one.
+    bool schedule_next(void* task) noexcept {
+        void* displaced = lifo_slot_;
+        lifo_slot_ = task;
+        if (displaced == nullptr) return false;
+        push_local(displaced);
+        return true;
+    }
     /// Owner thread: queues a task on this deque; half of a full deque moves to the global
     /// queue first.
     void push_local(void* task) noexcept;
@@ -70,6 +98,7 @@ public:
 private:
     void* next_task();
     void* steal_work();
+    void* spin_for_work();
     void park();
     void leave_searching() noexcept;
     bool pop_global_batch(void*& out);
@@ -82,6 +111,7 @@ private:
     Parker parker_;
     InjectQueue::ProducerToken producer_;
     InjectQueue::ConsumerToken consumer_;
+    void* lifo_slot_ = nullptr;   // the next task to run; never stolen
     std::deque<void*> deferred_;  // yielded tasks, oldest first
     std::uint32_t tick_ = 0;
     bool searching_ = false;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <eddy/runtime/config.hpp>
+#include <eddy/runtime/event.hpp>
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/spawn.hpp>

@@ -23,6 +23,10 @@ Scheduler& require_worker(const char* what);
 /// WrongThread (sched == nullptr) or RuntimeStopped is thrown.
 void spawn_root(Scheduler* sched, PromiseBase& p, std::coroutine_handle<> frame);
 
+/// Any thread: queues `frame` to be resumed by a worker of `sched` (its own worker's deque
+/// when the caller is one of them, else the injection queue), waking a worker if needed.
+void schedule_on(Scheduler* sched, std::coroutine_handle<> frame) noexcept;
+
 /// Worker thread only: queues `frame` on this worker's deque without waking anyone.
 void schedule_local(std::coroutine_handle<> frame) noexcept;
 /// Worker thread only: wakes an idle worker if one should help with queued work.

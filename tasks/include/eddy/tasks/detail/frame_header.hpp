@@ -27,12 +27,15 @@
 //   bits 6.. references  one for the live frame, one for the JoinHandle
 //
 // Who touches what:
+//   home_id: the spawning runtime's id, written at spawn before the frame is published; lets
+//     a JoinHandle dropped without being awaited (possibly after its runtime is gone) report
+//     an unobserved exception to the right place.
 //   joiner, joiner_sched: written by the joiner before it sets kJoinWaiting (release); read
 //     by the completer after it sets kComplete and sees kJoinWaiting (acquire).
-//   thread_waiter: the same, for kThreadWaiting (a handle is awaited or waited, never both).
+//   thread_waiter: the same, for kThreadWaiting.
+//     home_id, joiner_sched and thread_waiter share storage: a handle is awaited, waited or
+//     dropped unobserved, only one of the three, and the first two consume the result.
 //   prev, next, shard: the runtime's task registry, under that registry shard's lock.
-//   home_id: the spawning runtime's id, written once at spawn before the frame is published;
-//     lets a JoinHandle dropped after its runtime is gone report to the right place.
 #pragma once
 
 #include <atomic>
@@ -65,10 +68,10 @@ struct alignas(16) FrameHeader {
     std::uint32_t shard = 0;
     std::coroutine_handle<> joiner{};
     union {
-        Scheduler* joiner_sched = nullptr;
+        std::uint64_t home_id = 0;
+        Scheduler* joiner_sched;
         ThreadWaiter* thread_waiter;
     };
-    std::uint64_t home_id = 0;
     FrameHeader* prev = nullptr;
     FrameHeader* next = nullptr;
 
@@ -79,7 +82,7 @@ struct alignas(16) FrameHeader {
 };
 static_assert(sizeof(FrameHeader) % alignof(std::max_align_t) == 0,
               "the frame after the header must keep operator new's alignment");
-static_assert(sizeof(FrameHeader) <= 64, "keep the per-frame overhead to one cache line");
+static_assert(sizeof(FrameHeader) <= 48, "keep the per-frame overhead small: every Task pays it");
 
 inline FrameHeader* header_of(void* frame) noexcept {
     auto* h = static_cast<FrameHeader*>(frame) - 1;
@@ -112,13 +115,17 @@ inline void release_header(FrameHeader* h) noexcept {
 /// The promise's operator delete: the frame is gone, its reference with it.
 inline void deallocate_frame(void* frame) noexcept {
     FrameHeader* h = header_of(frame);
-    if (h->state.load(std::memory_order_relaxed) != FrameHeader::kRefOne) {
-        // A spawned frame: record that the frame is dead before dropping its reference, so a
-        // JoinHandle that outlives it never destroys it twice. Relaxed is enough: the flag is
-        // read only by the handle, after its own acq_rel RMW on this word.
-        h->state.fetch_or(FrameHeader::kFrameDead, std::memory_order_relaxed);
+    // Acquire: as in release_header. One reference (nested task, or a detached spawned one
+    // whose handle is gone): nobody else can look at the header any more, free it now.
+    std::uint32_t s = h->state.load(std::memory_order_acquire);
+    if (FrameHeader::refs(s) != 1) {
+        // A JoinHandle still holds the header: mark the frame dead and drop our reference in
+        // one RMW. Acq_rel: pairs with the handle's own RMW in join_release.
+        s = h->state.fetch_add(FrameHeader::kFrameDead - FrameHeader::kRefOne, std::memory_order_acq_rel);
+        if (FrameHeader::refs(s) != 1) return;
     }
-    release_header(h);
+    h->~FrameHeader();
+    ::operator delete(static_cast<void*>(h));
 }
 
 } // namespace eddy::detail

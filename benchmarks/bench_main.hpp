@@ -1,0 +1,106 @@
+// benchmarks/bench_main.hpp: what every benchmark program shares: flags, the result line,
+// the self-check failure path, and the completion counter of shared/bench/SPEC.md.
+//
+// Flags: --workers N (default: eddy's default, the CPUs available) and the benchmark's own
+// size flags, as `--name value` or `--name=value`; an unknown flag is a usage error.
+// Exit status: 0 ran and passed its self-check, 1 wrong result, 2 usage error.
+#pragma once
+
+#include <eddy/eddy.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace bench {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+[[noreturn]] inline void fail(const char* bench, const std::string& msg) {
+    std::fprintf(stderr, "bench=%s FAILED: %s\n", bench, msg.c_str());
+    std::exit(1);
+}
+
+class Args {
+public:
+    /// `defaults`: every size flag this benchmark accepts, with its default.
+    Args(int argc, char** argv, const char* bench, std::map<std::string, std::uint64_t> defaults)
+        : bench_(bench), values_(std::move(defaults)) {
+        for (int i = 1; i < argc; ++i) {
+            std::string flag = argv[i];
+            if (flag == "-h" || flag == "--help") usage(0);
+            if (flag.rfind("--", 0) != 0) usage(2, "unexpected argument '" + flag + "'");
+            flag = flag.substr(2);
+            std::string value;
+            if (auto eq = flag.find('='); eq != std::string::npos) {
+                value = flag.substr(eq + 1);
+                flag = flag.substr(0, eq);
+            } else if (i + 1 < argc) {
+                value = argv[++i];
+            } else {
+                usage(2, "flag --" + flag + " needs a value");
+            }
+            char* end = nullptr;
+            const unsigned long long n = std::strtoull(value.c_str(), &end, 10);
+            if (value.empty() || *end != '\0' || value[0] == '-') usage(2, "--" + flag + ": not a whole number: '" + value + "'");
+            if (flag == "workers") {
+                if (n == 0) usage(2, "--workers must be at least 1");
+                workers_ = static_cast<std::size_t>(n);
+            } else if (values_.count(flag) != 0) {
+                values_[flag] = n;
+            } else {
+                usage(2, "unknown option --" + flag);
+            }
+        }
+    }
+
+    std::uint64_t get(const std::string& name) const { return values_.at(name); }
+
+    eddy::RuntimeConfig config() const { return eddy::RuntimeConfig{.workers = workers_}; }
+
+private:
+    [[noreturn]] void usage(int status, const std::string& why = {}) const {
+        if (!why.empty()) std::fprintf(stderr, "%s: %s\n", bench_, why.c_str());
+        std::fprintf(status == 0 ? stdout : stderr, "usage: %s [--workers N]", bench_);
+        for (const auto& [k, v] : values_) std::fprintf(status == 0 ? stdout : stderr, " [--%s %llu]", k.c_str(), static_cast<unsigned long long>(v));
+        std::fprintf(status == 0 ? stdout : stderr, "\n");
+        std::exit(status);
+    }
+
+    const char* bench_;
+    std::map<std::string, std::uint64_t> values_;
+    std::optional<std::size_t> workers_;
+};
+
+/// The one result line of shared/bench/SPEC.md.
+inline void report(const char* bench, std::size_t workers, std::uint64_t ops, double secs) {
+    const auto rate = secs > 0 ? static_cast<unsigned long long>(std::llround(static_cast<double>(ops) / secs)) : 0ull;
+    std::printf("bench=%s runtime=eddy workers=%zu ops=%llu secs=%.4f rate=%llu\n", bench, workers,
+                static_cast<unsigned long long>(ops), secs, rate);
+    std::fflush(stdout);
+}
+
+/// N tasks count down; the one that brings the count to N sets `done` (SPEC: "the one that
+/// reaches N signals completion"). Acq_rel so the waiter sees what every task did.
+struct Completion {
+    explicit Completion(std::uint64_t n) : target(n) {}
+    void done_one() noexcept {
+        if (count.fetch_add(1, std::memory_order_acq_rel) + 1 == target) done.set();
+    }
+    std::atomic<std::uint64_t> count{0};
+    const std::uint64_t target;
+    eddy::Event done;
+};
+
+} // namespace bench

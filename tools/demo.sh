@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# tools/demo.sh: the README's main command. Installs what is missing, builds eddy (release),
+# runs the examples, then the benchmark table beside the Tokio anchor (about a minute).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/install-deps.sh --anchors
+if [[ -f build/build.ninja ]]; then meson setup --reconfigure build >/dev/null; else meson setup build --buildtype=release >/dev/null; fi
+ninja -C build >/dev/null
+
+echo "== examples/issue_program (expects 1053)"
+./build/examples/issue_program
+echo "== examples/which_worker"
+./build/examples/which_worker
+
+# The Tokio anchor needs cargo >= 1.65 (it uses let-else); Debian 12's own cargo is 1.63.
+anchors=../shared/anchors/tokio-bench
+if [[ -d "$anchors" ]] && command -v cargo >/dev/null; then
+    cargo_minor=$(cargo --version | sed -E 's/^cargo 1\.([0-9]+).*/\1/')
+    if ((cargo_minor >= 65)); then
+        echo "== building the Tokio anchor (cargo, offline, Debian crate sources)"
+        (cd "$anchors" && cargo build --release --offline --quiet) || echo "(Tokio anchor did not build; eddy only)"
+    else
+        echo "(cargo $(cargo --version | cut -d' ' -f2) is too old for the Tokio anchor: eddy only)"
+    fi
+fi
+echo "== benchmarks (medians; shared/bench/SPEC.md)"
+./tools/eddy-bench --quick

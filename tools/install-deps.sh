@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# tools/install-deps.sh [--anchors]: installs the Debian 12 packages eddy needs, only the
+# missing ones. --anchors adds Debian's Tokio crate sources for the Tokio benchmark anchor.
+set -euo pipefail
+pkgs=(g++ clang libclang-rt-14-dev meson ninja-build pkg-config
+      liburing-dev libconcurrentqueue-dev doctest-dev python3)
+if [[ "${1:-}" == --anchors ]]; then pkgs+=(librust-tokio-dev); fi
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} > 0)); then
+    echo "eddy: installing ${missing[*]}"
+    sudo=()
+    if ((EUID != 0)); then sudo=(sudo); fi
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

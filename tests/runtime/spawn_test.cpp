@@ -125,6 +125,18 @@ Task<std::vector<std::optional<std::size_t>>> spawn_two_rendezvous(std::atomic<i
     co_return out;
 }
 
+/// Spawns a task, then keeps running without suspending until that task has started
+/// (bounded by `patience`); true if it started meanwhile, which only another worker can do.
+Task<bool> spawn_then_spin(std::atomic<bool>& child_started, std::chrono::seconds patience) {
+    JoinHandle<void> h = eddy::spawn(set_flag(child_started));
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    while (!child_started.load() && !past(deadline)) {
+    }
+    const bool started_meanwhile = child_started.load();
+    co_await std::move(h);
+    co_return started_meanwhile;
+}
+
 /// The outcome of an eddy::spawn attempted by a worker while its runtime shuts down.
 enum class SpawnOutcome { not_tried, returned, runtime_stopped, other_exception, never_stopping };
 
@@ -429,6 +441,16 @@ TEST_CASE("tasks spawned by a task run on more than one worker") {
     REQUIRE(seen[0].has_value());
     REQUIRE(seen[1].has_value());
     CHECK(*seen[0] != *seen[1]);
+}
+
+// spawn.hpp: "The task is queued on the calling worker (idle workers may steal it)". The
+// spawner here never suspends, so the child can only start if the idle worker takes it.
+// 5 s instead of kDeadline: a steal takes microseconds, and a failure should not take long.
+TEST_CASE("a task spawned by a task that keeps running is taken by an idle worker") {
+    std::atomic<bool> child_started{false};
+    Runtime rt(RuntimeConfig{.workers = 2});
+    REQUIRE(rt.workers() == 2);
+    CHECK(rt.block_on(spawn_then_spin(child_started, 5s)));
 }
 
 TEST_CASE("tasks spawned from outside the runtime run on more than one worker") {

@@ -113,6 +113,12 @@ void Scheduler::spawn(PromiseBase& p, std::coroutine_handle<> frame) {
     FrameHeader* h = header_of(frame.address());
     Worker* w = current_worker();
     const bool local = w != nullptr && &w->scheduler() == this;
+    if (local && stopping()) {
+        // Best effort: a spawn racing the start of shutdown may still be accepted; its task
+        // is then destroyed with the other unfinished tasks (step 4), never leaked.
+        frame.destroy();
+        throw RuntimeStopped("eddy: spawn on a runtime that is shutting down");
+    }
     if (!local) {
         // Acquire: pairs with shutdown()'s acq_rel fetch_or (step 1).
         if ((external_.fetch_add(1, std::memory_order_acquire) & kClosed) != 0) {

@@ -65,7 +65,7 @@ bool Worker::pop_global_batch(void*& out) {
     out = batch[0];
     // Reverse order, so that LIFO pops run them in the order the global queue gave them.
     for (std::size_t i = n; i-- > 1;) (void)deque_.push(batch[i]);  // room checked above
-    if (n > 2 && sched_.num_workers() > 1) sched_.notify_parked();
+    if (n > 1 && sched_.num_workers() > 1) sched_.notify_parked();  // the rest can be stolen
     return true;
 }
 
@@ -115,9 +115,9 @@ void Worker::leave_searching() noexcept {
 
 void Worker::park() {
     Idle& idle = sched_.idle();
-    const bool last_searcher = idle.transition_to_parked(index_, searching_);
+    idle.transition_to_parked(index_, searching_);
     searching_ = false;
-    if (last_searcher) sched_.notify_if_work_pending();  // idle.hpp rule 4
+    sched_.notify_if_work_pending();  // idle.hpp rule 4
     while (!sched_.stopping()) {
         parker_.park();
         if (idle.transition_from_parked(index_)) {

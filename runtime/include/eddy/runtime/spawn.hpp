@@ -8,10 +8,18 @@
 namespace eddy {
 
 /// Starts `task` concurrently on the runtime whose worker calls this, and returns its handle.
-/// The task is queued on the calling worker (idle workers may steal it); it runs even if the
-/// handle is dropped. Throws eddy::WrongThread off a worker thread (use Runtime::spawn
-/// there), eddy::RuntimeStopped when the runtime is shutting down, eddy::BrokenTask for an
-/// empty task. On any of these the task is destroyed without running.
+/// It runs even if the handle is dropped.
+///
+/// Where it runs (Tokio's LIFO slot): the new task runs next on the calling worker, as soon as
+/// the caller suspends; it is not stealable meanwhile. The task it displaces from that slot
+/// (the previous spawn) moves to the worker's deque, where idle workers are woken to steal it.
+/// So spawning several tasks spreads them over the workers, while a spawn followed by
+/// co_await runs on the same warm core. A caller that keeps computing without suspending
+/// delays its most recent spawn: insert `co_await eddy::yield_now()` in long loops.
+///
+/// Throws eddy::WrongThread off a worker thread (use Runtime::spawn there),
+/// eddy::RuntimeStopped once the runtime is shutting down, eddy::BrokenTask for an empty
+/// task. On any of these the task is destroyed without running.
 template <class T>
 JoinHandle<T> spawn(Task<T> task) {
     auto h = detail::TaskAccess::release(task);

@@ -1,6 +1,8 @@
 // runtime/parker.hpp: how one worker thread sleeps and is woken.
 //
-// A three-state latch over a futex (C++20 atomic wait/notify, a futex on Linux):
+// A three-state latch over a raw Linux futex (not std::atomic::wait: libstdc++ 12 skips the
+// wake when its own waiter count reads zero, an extra protocol we do not need; the futex's
+// kernel-side value check alone makes a wake-up impossible to lose):
 //   kEmpty    running, no pending notification
 //   kParked   asleep (or about to be) in park()
 //   kNotified an unpark() arrived; the next park() returns at once and consumes it
@@ -10,6 +12,10 @@
 #pragma once
 
 #include "runtime/private.hpp"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -29,7 +35,8 @@ public:
             return;
         }
         for (;;) {
-            state_.wait(kParked, std::memory_order_relaxed);
+            // Sleeps only while the word still reads kParked (checked by the kernel).
+            syscall(SYS_futex, &state_, FUTEX_WAIT_PRIVATE, kParked, nullptr, nullptr, 0);
             expected = kNotified;
             // Acquire: pairs with the release exchange in unpark().
             if (state_.compare_exchange_strong(expected, kEmpty, std::memory_order_acquire)) return;
@@ -40,7 +47,8 @@ public:
     /// Any thread: wakes the owner, or makes its next park() return at once.
     void unpark() noexcept {
         // Release: pairs with the acquire CAS/exchange in park().
-        if (state_.exchange(kNotified, std::memory_order_release) == kParked) state_.notify_one();
+        if (state_.exchange(kNotified, std::memory_order_release) == kParked)
+            syscall(SYS_futex, &state_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
     }
 
 private:
@@ -48,6 +56,7 @@ private:
     static constexpr std::uint32_t kParked = 1;
     static constexpr std::uint32_t kNotified = 2;
     std::atomic<std::uint32_t> state_{kEmpty};
+    static_assert(sizeof(std::atomic<std::uint32_t>) == 4, "the futex word is 32 bits");
 };
 
 } // namespace eddy::detail

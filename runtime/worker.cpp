@@ -50,7 +50,10 @@ void* Worker::next_task() {
     if (lifo_slot_ != nullptr) return std::exchange(lifo_slot_, nullptr);
     if (deque_.pop(task)) return task;
     if (pop_global_batch(task)) return task;
-    if (!deferred_.empty()) {
+    // A loop, not an `if`: thieves may steal every refilled task before our pop, and the
+    // yield list is private, so leaving it non-empty here would park a worker on runnable
+    // tasks nobody else can see (found by the yield_now stress test with 4-slot deques).
+    while (!deferred_.empty()) {
         refill_from_deferred();
         if (deque_.pop(task)) return task;
     }

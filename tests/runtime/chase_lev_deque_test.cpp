@@ -31,13 +31,14 @@ std::vector<int> pop_all(ChaseLevDeque<int>& d) {
     return out;
 }
 
-/// One owner pushes `items` distinct values (interleaving pops, and popping to make room when
-/// the deque is full) while `thieves` threads steal into their own deques and drain them.
 struct Outcome {
     std::vector<int> counts;  // how many times each value was taken
     std::size_t stolen = 0;   // how many of the takes were by thieves (reported, not asserted)
 };
 
+/// One owner pushes `items` distinct values (interleaving pops and pop_tops, and popping to
+/// make room when the deque is full) while `thieves` threads steal into their own deques and
+/// drain them.
 Outcome owner_versus_thieves(std::size_t capacity, std::size_t items, int thieves) {
     std::vector<std::atomic<std::uint8_t>> taken(items);
     std::atomic<std::size_t> stolen{0};
@@ -88,6 +89,7 @@ Outcome owner_versus_thieves(std::size_t capacity, std::size_t items, int thieve
             if (victim.pop(x)) record(x);
         }
         if (v % 3 == 0 && victim.pop(x)) record(x);
+        if (v % 7 == 0 && victim.pop_top(x)) record(x);  // the owner's fairness pop races thieves
         // Lets the thieves in on a machine with fewer cores than threads; not a synchronization.
         if (v % (2 * capacity) == 0) std::this_thread::yield();
     }
@@ -235,6 +237,28 @@ TEST_CASE("pop_top_batch on an empty deque takes nothing") {
     int x = 0;
     REQUIRE(d.pop(x));
     CHECK(x == 5);
+}
+
+TEST_CASE("pop_top takes the oldest item") {
+    ChaseLevDeque<int> d(8);
+    for (int i = 1; i <= 3; ++i) REQUIRE(d.push(i));
+    int out = 0;
+    REQUIRE(d.pop_top(out));
+    CHECK(out == 1);
+    CHECK(d.size() == 2);
+    CHECK(pop_all(d) == std::vector<int>{3, 2});
+}
+
+TEST_CASE("pop_top on an empty deque returns false and leaves the output untouched") {
+    ChaseLevDeque<int> d(4);
+    int out = -1;
+    CHECK_FALSE(d.pop_top(out));
+    CHECK(out == -1);
+    REQUIRE(d.push(4));
+    REQUIRE(d.pop_top(out));
+    CHECK(out == 4);
+    CHECK_FALSE(d.pop_top(out));
+    CHECK(d.empty());
 }
 
 TEST_CASE("steal_into takes half rounded up, returning the oldest and queuing the rest") {

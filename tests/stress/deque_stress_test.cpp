@@ -10,6 +10,8 @@
 //   * a full deque makes room either by pop() (the newest item) or by pop_top_batch() (the
 //     oldest half, as Worker::push_local moves its overflow to the global queue), the latter
 //     racing the thieves' CAS on top;
+//   * the owner now and then takes its oldest item with pop_top (its fairness pop), and the
+//     thieves now and then take one item with pop_top instead of steal_into;
 //   * thieves steal into their own deques and, in one variant, rob each other's deques too,
 //     so every deque has an owner and concurrent thieves at once.
 // Capacities 2 and 4 make the full and last-item paths happen on most operations; 256 is
@@ -84,6 +86,7 @@ Outcome run_round(const Config& cfg) {
             if (cfg.thieves_rob_each_other)
                 for (int other = 0; other < cfg.thieves; ++other)
                     if (other != me) victims.push_back(thief_deques[static_cast<std::size_t>(other)].get());
+            std::size_t attempts = 0;
             started.arrive_and_wait();
             for (;;) {
                 // Read before the sweep: a sweep that starts after the owner finished and finds
@@ -93,7 +96,15 @@ Outcome run_round(const Config& cfg) {
                 bool stole_any = false;
                 for (Deque* victim : victims) {
                     std::uintptr_t first = 0;
-                    if (const std::size_t n = victim->steal_into(own, first); n > 0) {
+                    // Every fourth attempt takes a single item with pop_top, which any thread
+                    // may call, instead of steal_into.
+                    if (++attempts % 4 == 0) {
+                        if (victim->pop_top(first)) {
+                            stolen.fetch_add(1, std::memory_order_relaxed);
+                            stole_any = true;
+                            record(first);
+                        }
+                    } else if (const std::size_t n = victim->steal_into(own, first); n > 0) {
                         stolen.fetch_add(n, std::memory_order_relaxed);
                         stole_any = true;
                         record(first);
@@ -129,6 +140,7 @@ Outcome run_round(const Config& cfg) {
         // Fewer pops in the overflow variants, so that even a 256-slot deque fills up.
         const std::uint64_t r = rng.next();
         if (r % (cfg.overflow_by_batch ? 16 : 4) == 0 && owner_deque.pop(x)) record(x);
+        if (r % 11 == 0 && owner_deque.pop_top(x)) record(x);  // the owner's fairness pop
         if (r % (cfg.overflow_by_batch ? 997 : 97) == 0) {
             // Now and then drain completely: the next pushes start from an empty deque and
             // the owner's pops meet the thieves on the last item.
@@ -171,7 +183,7 @@ void run_rounds(std::size_t capacity, std::size_t items, int rounds, bool rob_ea
 }
 
 constexpr std::size_t kItems = 40'000;
-constexpr int kRounds = 6;
+constexpr int kRounds = 10;
 
 } // namespace
 

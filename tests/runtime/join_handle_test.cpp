@@ -25,6 +25,7 @@
 #include <eddy/tasks/task.hpp>
 
 #include "tests/support/counted.hpp"
+#include "tests/support/waiting.hpp"
 
 using eddy::JoinHandle;
 using eddy::Runtime;
@@ -32,13 +33,13 @@ using eddy::RuntimeConfig;
 using eddy::Task;
 using eddy::test::Counted;
 using eddy::test::LifetimeCounter;
+using eddy::test::kDeadline;
+using eddy::test::past;
+using eddy::test::wait_finished;
+using eddy::test::Eager;
 using namespace std::chrono_literals;
 
 namespace {
-
-constexpr auto kDeadline = 20s;
-
-bool past(std::chrono::steady_clock::time_point deadline) { return std::chrono::steady_clock::now() > deadline; }
 
 Task<int> value(int v) { co_return v; }
 
@@ -125,16 +126,6 @@ Task<JoinOutcome> join_outcome(JoinHandle<T> h) {
     co_return JoinOutcome::value;
 }
 
-/// A bare eager coroutine for awaiting on a thread that is not a worker: keeps the exception.
-struct Eager {
-    struct promise_type {
-        Eager get_return_object() noexcept { return {}; }
-        std::suspend_never initial_suspend() const noexcept { return {}; }
-        std::suspend_never final_suspend() const noexcept { return {}; }
-        void return_void() noexcept {}
-        void unhandled_exception() noexcept { std::terminate(); }
-    };
-};
 Eager await_off_worker(JoinHandle<int>& h, bool& threw_wrong_thread, bool& finished) {
     try {
         (void)co_await h;
@@ -142,17 +133,6 @@ Eager await_off_worker(JoinHandle<int>& h, bool& threw_wrong_thread, bool& finis
         threw_wrong_thread = true;
     }
     finished = true;
-}
-
-/// Polls is_finished() until it is true or the deadline passes.
-template <class T>
-bool wait_finished(const JoinHandle<T>& h) {
-    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
-    while (!h.is_finished()) {
-        if (past(deadline)) return false;
-        std::this_thread::yield();
-    }
-    return true;
 }
 
 } // namespace

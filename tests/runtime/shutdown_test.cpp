@@ -31,6 +31,7 @@
 #include "runtime/worker.hpp"
 
 #include "tests/support/counted.hpp"
+#include "tests/support/waiting.hpp"
 
 using eddy::JoinHandle;
 using eddy::Runtime;
@@ -38,13 +39,11 @@ using eddy::RuntimeConfig;
 using eddy::Task;
 using eddy::test::Counted;
 using eddy::test::LifetimeCounter;
+using eddy::test::kDeadline;
+using eddy::test::past;
 using namespace std::chrono_literals;
 
 namespace {
-
-constexpr auto kDeadline = 20s;
-
-bool past(std::chrono::steady_clock::time_point deadline) { return std::chrono::steady_clock::now() > deadline; }
 
 /// Polls until `n` reaches `target` or the deadline passes; true if it did.
 bool wait_count(const std::atomic<int>& n, int target) {

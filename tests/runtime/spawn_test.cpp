@@ -36,6 +36,7 @@
 #include "runtime/worker.hpp"
 
 #include "tests/support/counted.hpp"
+#include "tests/support/waiting.hpp"
 
 using eddy::JoinHandle;
 using eddy::Runtime;
@@ -43,14 +44,12 @@ using eddy::RuntimeConfig;
 using eddy::Task;
 using eddy::test::Counted;
 using eddy::test::LifetimeCounter;
+using eddy::test::kDeadline;
+using eddy::test::past;
+using eddy::test::wait_finished;
 using namespace std::chrono_literals;
 
 namespace {
-
-/// How long a bounded wait may take before the test calls it a failure (a hang, really).
-constexpr auto kDeadline = 20s;
-
-bool past(std::chrono::steady_clock::time_point deadline) { return std::chrono::steady_clock::now() > deadline; }
 
 Task<int> value(int v) { co_return v; }
 
@@ -194,17 +193,6 @@ struct HookRecorder {
         return messages;
     }
 };
-
-/// Polls is_finished() until it is true or the deadline passes; true if it finished.
-template <class T>
-bool wait_finished(const JoinHandle<T>& h) {
-    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
-    while (!h.is_finished()) {
-        if (past(deadline)) return false;
-        std::this_thread::yield();
-    }
-    return true;
-}
 
 /// Captures what is written to file descriptor 2 while it lives.
 class StderrCapture {

@@ -26,19 +26,18 @@
 #include <eddy/tasks/task.hpp>
 
 #include "tests/support/counted.hpp"
+#include "tests/support/waiting.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;
 using eddy::Task;
 using eddy::test::Counted;
 using eddy::test::LifetimeCounter;
+using eddy::test::kDeadline;
+using eddy::test::past;
 using namespace std::chrono_literals;
 
 namespace {
-
-constexpr auto kDeadline = 20s;
-
-bool past(std::chrono::steady_clock::time_point deadline) { return std::chrono::steady_clock::now() > deadline; }
 
 Task<int> value(int v) { co_return v; }
 

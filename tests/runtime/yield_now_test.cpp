@@ -19,17 +19,18 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
+#include "tests/support/waiting.hpp"
+
 using eddy::JoinHandle;
 using eddy::Runtime;
 using eddy::RuntimeConfig;
 using eddy::Task;
+using eddy::test::Eager;
+using eddy::test::kDeadline;
+using eddy::test::past;
 using namespace std::chrono_literals;
 
 namespace {
-
-constexpr auto kDeadline = 20s;
-
-bool past(std::chrono::steady_clock::time_point deadline) { return std::chrono::steady_clock::now() > deadline; }
 
 Task<void> set_flag(std::atomic<bool>& flag) {
     flag.store(true);
@@ -104,16 +105,6 @@ Task<std::string> two_yielders(int times) {
     co_return log;
 }
 
-/// A bare eager coroutine, to co_await yield_now on a thread that is not a worker.
-struct Eager {
-    struct promise_type {
-        Eager get_return_object() noexcept { return {}; }
-        std::suspend_never initial_suspend() const noexcept { return {}; }
-        std::suspend_never final_suspend() const noexcept { return {}; }
-        void return_void() noexcept {}
-        void unhandled_exception() noexcept { std::terminate(); }
-    };
-};
 Eager yield_off_worker(bool& threw_wrong_thread, bool& finished) {
     try {
         co_await eddy::yield_now();

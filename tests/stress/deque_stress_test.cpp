@@ -129,7 +129,7 @@ Outcome run_round(const Config& cfg) {
     for (std::uintptr_t v = 0; v < cfg.items; ++v) {
         while (!owner_deque.push(v)) {
             if (cfg.overflow_by_batch) {
-                // Zero when a thief's CAS won the race: thieves made room, so retry the push.
+                // Zero when a thief's CAS won the race and thieves made room; retry the push.
                 const std::size_t n = owner_deque.pop_top_batch(batch.data(), batch_size);
                 for (std::size_t i = 0; i < n; ++i) record(batch[i]);
                 overflowed += n;

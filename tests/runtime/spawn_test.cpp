@@ -44,6 +44,7 @@ using eddy::RuntimeConfig;
 using eddy::Task;
 using eddy::test::Counted;
 using eddy::test::LifetimeCounter;
+using eddy::test::rendezvous;
 using eddy::test::kDeadline;
 using eddy::test::past;
 using eddy::test::wait_finished;
@@ -102,17 +103,6 @@ Task<bool> spawn_empty_throws_broken_task() {
         co_return true;
     }
     co_return false;
-}
-
-/// Increments `started`, then spins (without suspending) until `n` tasks have started, so
-/// `n` such tasks can only all finish if they run at once on different workers. Returns the
-/// worker it ran on, or nullopt if the others never came (the deadline passed).
-Task<std::optional<std::size_t>> rendezvous(std::atomic<int>& started, int n) {
-    started.fetch_add(1);
-    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
-    while (started.load() < n)
-        if (past(deadline)) co_return std::nullopt;
-    co_return eddy::this_worker::index();
 }
 
 Task<std::vector<std::optional<std::size_t>>> spawn_two_rendezvous(std::atomic<int>& started) {

@@ -33,6 +33,7 @@ using eddy::RuntimeConfig;
 using eddy::Task;
 using eddy::test::Counted;
 using eddy::test::LifetimeCounter;
+using eddy::test::rendezvous;
 using eddy::test::kDeadline;
 using eddy::test::past;
 using namespace std::chrono_literals;
@@ -63,17 +64,6 @@ Task<int> hold(Counted c) { co_return c.value(); }
 Task<int> slow_value(int v, int times) {
     for (int i = 0; i < times; ++i) co_await eddy::yield_now();
     co_return v;
-}
-
-/// Increments `started`, then spins (without suspending) until `n` children have started:
-/// `n` of these can only all finish when they run at once on different workers. Returns the
-/// worker it ran on, or nullopt if the deadline passed first.
-Task<std::optional<std::size_t>> rendezvous(std::atomic<int>& started, int n) {
-    started.fetch_add(1);
-    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
-    while (started.load() < n)
-        if (past(deadline)) co_return std::nullopt;
-    co_return eddy::this_worker::index();
 }
 
 /// Counts itself in `finished` however it ends.

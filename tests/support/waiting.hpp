@@ -4,12 +4,17 @@
 // deadline so generous that missing it means a hang (a lost task), never slowness.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <coroutine>
+#include <cstddef>
 #include <exception>
+#include <optional>
 #include <thread>
 
 #include <eddy/runtime/join_handle.hpp>
+#include <eddy/runtime/this_worker.hpp>
+#include <eddy/tasks/task.hpp>
 
 namespace eddy::test {
 
@@ -29,6 +34,17 @@ bool wait_finished(const JoinHandle<T>& h) {
         std::this_thread::yield();
     }
     return true;
+}
+
+/// Increments `started`, then spins (without suspending) until `n` tasks have started, so `n`
+/// such tasks can only all finish if they run at once on different workers. Returns the
+/// worker it ran on, or nullopt if the others never came (the deadline passed).
+inline Task<std::optional<std::size_t>> rendezvous(std::atomic<int>& started, int n) {
+    started.fetch_add(1);
+    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    while (started.load() < n)
+        if (past(deadline)) co_return std::nullopt;
+    co_return this_worker::index();
 }
 
 /// A bare eager coroutine, to co_await something on a thread that is not a worker (to check

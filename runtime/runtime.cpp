@@ -93,8 +93,7 @@ void join_release(FrameHeader* h, PromiseBase* p, bool consumed) noexcept {
     const std::uint32_t prev =
         h->state.fetch_add(FrameHeader::kDetached - FrameHeader::kRefOne, std::memory_order_acq_rel);
     if (FrameHeader::refs(prev) == 1) {  // the frame is already gone (cancelled): ours was last
-        h->~FrameHeader();
-        ::operator delete(static_cast<void*>(h));
+        free_header(h);
         return;
     }
     // Still running: finish_root sees kDetached and frees everything. Cancelled but not yet

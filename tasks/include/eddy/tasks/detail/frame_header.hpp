@@ -98,16 +98,8 @@ inline void* allocate_frame(std::size_t n) {
     return ::new (raw) FrameHeader{} + 1;
 }
 
-/// Drops one reference; frees the allocation when it was the last.
-inline void release_header(FrameHeader* h) noexcept {
-    // Acquire: if this is the only reference, see every write of the thread that dropped the
-    // other one (its fetch_sub below is acq_rel) before freeing.
-    std::uint32_t s = h->state.load(std::memory_order_acquire);
-    if (FrameHeader::refs(s) != 1) {
-        // Acq_rel: pairs with the other owner's fetch_sub, so whoever frees sees all writes.
-        s = h->state.fetch_sub(FrameHeader::kRefOne, std::memory_order_acq_rel);
-        if (FrameHeader::refs(s) != 1) return;
-    }
+/// Frees the allocation. The caller held the last reference.
+inline void free_header(FrameHeader* h) noexcept {
     h->~FrameHeader();
     ::operator delete(static_cast<void*>(h));
 }
@@ -115,8 +107,9 @@ inline void release_header(FrameHeader* h) noexcept {
 /// The promise's operator delete: the frame is gone, its reference with it.
 inline void deallocate_frame(void* frame) noexcept {
     FrameHeader* h = header_of(frame);
-    // Acquire: as in release_header. One reference (nested task, or a detached spawned one
-    // whose handle is gone): nobody else can look at the header any more, free it now.
+    // Acquire: if a JoinHandle dropped the other reference, see its writes before freeing.
+    // One reference (nested task, or a detached spawned one whose handle is gone): nobody
+    // else can look at the header any more, free it now.
     std::uint32_t s = h->state.load(std::memory_order_acquire);
     if (FrameHeader::refs(s) != 1) {
         // A JoinHandle still holds the header: mark the frame dead and drop our reference in
@@ -124,8 +117,7 @@ inline void deallocate_frame(void* frame) noexcept {
         s = h->state.fetch_add(FrameHeader::kFrameDead - FrameHeader::kRefOne, std::memory_order_acq_rel);
         if (FrameHeader::refs(s) != 1) return;
     }
-    h->~FrameHeader();
-    ::operator delete(static_cast<void*>(h));
+    free_header(h);
 }
 
 } // namespace eddy::detail

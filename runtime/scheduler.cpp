@@ -55,6 +55,7 @@ Scheduler::~Scheduler() {
 
 void Scheduler::start() {
     threads_.reserve(workers_.size());
+    if (driver_) driver_->start();
     try {
         for (auto& w : workers_) {
             threads_.emplace_back([worker = w.get()] { worker->run(); });
@@ -85,6 +86,7 @@ void Scheduler::shutdown() {
     for (auto& w : workers_) w->parker().unpark();
     for (auto& t : threads_)
         if (t.joinable()) t.join();
+    if (driver_) driver_->shutdown();
 
     // Step 3.
     for (auto& w : workers_) w->clear_queues();
@@ -150,6 +152,12 @@ void Scheduler::schedule(std::coroutine_handle<> frame) noexcept {
         return;
     }
     inject_.push(frame.address());
+    notify_parked();
+}
+
+void Scheduler::schedule_external(InjectQueue::ProducerToken& token, void* const* frames,
+                                  std::size_t n) noexcept {
+    inject_.push_bulk(token, frames, n);
     notify_parked();
 }
 

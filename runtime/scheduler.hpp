@@ -6,7 +6,9 @@
 //      RuntimeStopped. (Worker threads spawn without the check: their tasks land in their
 //      own deques and are handled by step 4.)
 //   2. Set stopping_, unpark every worker, join every thread. A running task finishes its
-//      current step; no worker resumes anything afterwards.
+//      current step; no worker resumes anything afterwards. Then shut the I/O driver down:
+//      it cancels every operation in flight and waits for the kernel's completions, so no
+//      buffer in a frame is still in the kernel's hands when step 4 destroys the frame.
 //   3. Forget every queued frame (deques, yield lists, global queue) without destroying it:
 //      each one belongs to a task in the registry, destroyed next.
 //   4. Destroy every registered (unfinished) task, marking it kComplete|kCancelled first so
@@ -17,6 +19,7 @@
 #pragma once
 
 #include "runtime/private.hpp"
+#include "runtime/driver.hpp"
 #include "runtime/idle.hpp"
 #include "runtime/inject_queue.hpp"
 #include "runtime/task_registry.hpp"
@@ -44,8 +47,12 @@ public:
     Scheduler(const Scheduler&) = delete;
     Scheduler& operator=(const Scheduler&) = delete;
 
-    /// Starts the worker threads (std::system_error if one cannot start; none is left).
+    /// Starts the driver and the worker threads (std::system_error if one cannot start;
+    /// nothing is left running).
     void start();
+    /// Installs the I/O driver (before start()).
+    void set_driver(std::unique_ptr<Driver> driver) noexcept { driver_ = std::move(driver); }
+    Driver* driver() const noexcept { return driver_.get(); }
     /// See the protocol above. Idempotent; WrongThread from one of this runtime's workers.
     void shutdown();
 
@@ -53,6 +60,9 @@ public:
     void spawn(PromiseBase& p, std::coroutine_handle<> frame);
     /// Queues a suspended frame to be resumed, from any thread.
     void schedule(std::coroutine_handle<> frame) noexcept;
+    /// Off-worker threads (the reactor): queues `n` frames on the injection queue with one
+    /// bulk push and wakes a worker if none is searching.
+    void schedule_external(InjectQueue::ProducerToken& token, void* const* frames, std::size_t n) noexcept;
     /// idle.hpp rule 1: wakes one parked worker if new work needs one.
     void notify_parked() noexcept;
     /// idle.hpp rule 4: the last searcher's final look at every queue.
@@ -85,6 +95,7 @@ private:
     Idle idle_;
     TaskRegistry registry_;
     std::vector<std::unique_ptr<Worker>> workers_;
+    std::unique_ptr<Driver> driver_;
     std::vector<std::thread> threads_;
     // Stop flag for the run loops. Relaxed is enough: it only asks a worker to leave; the
     // join in shutdown() is what orders everything after.

@@ -1,0 +1,101 @@
+// eddy/io/detail/operation.hpp: what an awaiting frame hands the reactor thread. Not for
+// users: no stability promise.
+//
+// An operation lives in the awaiter, inside the awaiting coroutine's frame, from submission
+// until the reactor resumes that frame: the kernel may write into its buffer until then,
+// cancelled or not.
+//
+// # Cancellation protocol (cancel_flags)
+//   request_cancel() (any thread, from a std::stop_callback) sets kCancelRequested; if
+//   kCompleted was still clear it pushes cancel_node to the reactor. The reactor, on the
+//   operation's completion, sets kCompleted; if kCancelRequested was already set it knows a
+//   cancel node is coming and resumes the frame only once that node has arrived. So the
+//   cancel node never outlives the frame that holds it, and exactly one of the two sides
+//   decides when the frame resumes.
+#pragma once
+
+#include <atomic>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <stop_token>
+
+namespace eddy::detail {
+
+class Reactor;
+struct Operation;
+
+/// A link in the reactor's inbox (an intrusive multi-producer stack).
+struct ReactorNode {
+    enum class Kind : std::uint8_t { kIo, kTimer, kCancel };
+    explicit ReactorNode(Kind k) noexcept : kind(k) {}
+    ReactorNode* next = nullptr;
+    const Kind kind;
+};
+
+/// The request to cancel `target`; embedded in the operation itself.
+struct CancelNode : ReactorNode {
+    explicit CancelNode(Operation* t) noexcept : ReactorNode(Kind::kCancel), target(t) {}
+    Operation* const target;
+};
+
+struct Operation : ReactorNode {
+    static constexpr std::uint8_t kCancelRequested = 1;
+    static constexpr std::uint8_t kCompleted = 2;
+    /// The reactor's view of the operation (reactor thread only).
+    enum class Stage : std::uint8_t { kNew, kQueued, kInFlight, kPolling, kAwaitingCancel, kDone };
+
+    explicit Operation(Kind k) noexcept : ReactorNode(k), cancel_node(this) {}
+    Operation(const Operation&) = delete;
+    Operation& operator=(const Operation&) = delete;
+
+    std::coroutine_handle<> waiter{};
+    Reactor* reactor = nullptr;
+    /// The kernel's result: a count or -errno. Written by the reactor before it resumes.
+    std::int32_t result = 0;
+    // kCancelRequested | kCompleted: see the protocol above. Acq_rel on both sides.
+    std::atomic<std::uint8_t> cancel_flags{0};
+    CancelNode cancel_node;
+
+    // Reactor thread only.
+    Stage stage = Stage::kNew;
+    bool cancel_arrived = false;
+    Operation* prev_in_flight = nullptr;
+    Operation* next_in_flight = nullptr;
+};
+
+/// The kinds of I/O the reactor knows how to submit.
+enum class IoKind : std::uint8_t { kRead, kWrite, kRecv, kSend, kAccept, kConnect, kRecvMsg, kSendMsg, kFsync, kOpenAt };
+
+struct IoOperation : Operation {
+    IoOperation() noexcept : Operation(Kind::kIo) {}
+    IoKind io = IoKind::kRead;
+    int fd = -1;
+    void* addr = nullptr;          // buffer, sockaddr, msghdr or path
+    std::uint32_t len = 0;         // buffer length, or open mode
+    std::uint64_t offset = 0;      // file offset (~0: the current position), or socklen_t*
+    std::uint32_t op_flags = 0;    // MSG_* flags, accept/open flags
+};
+
+struct TimerOperation : Operation {
+    TimerOperation() noexcept : Operation(Kind::kTimer) {}
+    std::int64_t deadline_ns = 0;  // std::chrono::steady_clock, since its epoch
+    std::size_t heap_index = 0;    // reactor thread only
+};
+
+/// The reactor of the runtime whose worker runs the calling thread. Throws eddy::WrongThread
+/// naming `what` off a worker.
+Reactor& current_reactor(const char* what);
+/// Hands `op` to `reactor` (which resumes op.waiter). After this call the caller must not
+/// touch `op`, its awaiter or its frame: the reactor may resume and destroy them at once.
+void submit(Reactor& reactor, Operation& op) noexcept;
+/// Asks the reactor to cancel `op` (see the protocol above). Any thread.
+void request_cancel(Operation& op) noexcept;
+
+/// Cancels an operation when its stop_token is triggered.
+struct CancelOnStop {
+    Operation* op;
+    void operator()() const noexcept { request_cancel(*op); }
+};
+
+} // namespace eddy::detail

@@ -1,0 +1,35 @@
+// eddy/io/read_write.hpp: reading and writing any file descriptor through the reactor.
+//
+//     std::size_t n = co_await eddy::io::read(fd, buf);     // 0 at end of file
+//     n = co_await eddy::io::write(fd, data);              // may be short, like write(2)
+//
+// The descriptor may be blocking or not (a non-blocking one that is not ready is polled for
+// readiness, then retried). Reads and writes use the file position, like read(2)/write(2).
+// Errors are std::system_error carrying the errno (e.g. EBADF); a stop requested on
+// `token` cancels the operation (std::errc::operation_canceled) once the kernel has let go
+// of the buffer. `buf` must stay valid until the co_await returns.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <stop_token>
+
+#include <eddy/io/detail/io_awaiter.hpp>
+
+namespace eddy::io {
+
+[[nodiscard]] inline detail::IoAwaiter read(int fd, std::span<std::byte> buf, std::stop_token token = {}) noexcept {
+    return detail::IoAwaiter({.kind = detail::IoKind::kRead, .fd = fd, .addr = buf.data(), .len = buf.size()},
+                             "eddy::io::read", std::move(token));
+}
+
+[[nodiscard]] inline detail::IoAwaiter write(int fd, std::span<const std::byte> buf,
+                                             std::stop_token token = {}) noexcept {
+    return detail::IoAwaiter({.kind = detail::IoKind::kWrite,
+                              .fd = fd,
+                              .addr = const_cast<std::byte*>(buf.data()),
+                              .len = buf.size()},
+                             "eddy::io::write", std::move(token));
+}
+
+} // namespace eddy::io

@@ -1,0 +1,87 @@
+// eddy/io/sleep.hpp: eddy::sleep and eddy::sleep_until, on std::chrono::steady_clock.
+//
+//     co_await eddy::sleep(100ms);
+//     co_await eddy::sleep_until(deadline);
+//     co_await eddy::sleep(1s, stop_source.get_token());   // cancellable
+//
+// A timer never fires early: the task resumes at or after the deadline. A deadline already
+// reached (zero or negative duration) completes without suspending. Timers are kept in a
+// heap on the reactor thread, which sleeps in the kernel until the earliest one is due: a
+// sleep costs no system call of its own. Cancelled through its stop_token, the sleep throws
+// std::system_error with std::errc::operation_canceled. Awaiting off a worker thread throws
+// eddy::WrongThread.
+#pragma once
+
+#include <cerrno>
+#include <chrono>
+#include <coroutine>
+#include <optional>
+#include <stop_token>
+
+#include <eddy/io/detail/operation.hpp>
+
+namespace eddy {
+
+namespace detail {
+
+[[noreturn]] void throw_io_error(int negative_errno, const char* what);
+
+class SleepAwaiter {
+public:
+    SleepAwaiter(std::chrono::steady_clock::time_point deadline, std::stop_token token) noexcept
+        : token_(std::move(token)) {
+        op_.deadline_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
+    }
+    SleepAwaiter(const SleepAwaiter&) = delete;
+    SleepAwaiter& operator=(const SleepAwaiter&) = delete;
+
+    bool await_ready() noexcept {
+        if (token_.stop_requested()) {
+            op_.result = -ECANCELED;
+            return true;
+        }
+        const auto now = std::chrono::steady_clock::now().time_since_epoch();
+        return op_.deadline_ns <= std::chrono::duration_cast<std::chrono::nanoseconds>(now).count();
+    }
+
+    void await_suspend(std::coroutine_handle<> h) {
+        Reactor& reactor = current_reactor("eddy::sleep");
+        op_.waiter = h;
+        op_.reactor = &reactor;
+        if (token_.stop_possible()) on_stop_.emplace(token_, CancelOnStop{&op_});
+        submit(reactor, op_);  // the last touch: see operation.hpp
+    }
+
+    void await_resume() const {
+        if (op_.result < 0) throw_io_error(op_.result, "eddy::sleep");
+    }
+
+private:
+    TimerOperation op_;
+    std::stop_token token_;
+    std::optional<std::stop_callback<CancelOnStop>> on_stop_;
+};
+
+} // namespace detail
+
+/// Suspends the calling task until `deadline` (steady clock).
+[[nodiscard]] inline detail::SleepAwaiter sleep_until(std::chrono::steady_clock::time_point deadline,
+                                                      std::stop_token token = {}) noexcept {
+    return detail::SleepAwaiter(deadline, std::move(token));
+}
+
+/// Suspends the calling task for at least `duration`.
+template <class Rep, class Period>
+[[nodiscard]] detail::SleepAwaiter sleep(std::chrono::duration<Rep, Period> duration,
+                                         std::stop_token token = {}) noexcept {
+    const auto now = std::chrono::steady_clock::now();
+    // Saturate instead of overflowing for huge durations (e.g. hours::max()).
+    const auto room = std::chrono::steady_clock::time_point::max() - now;
+    if (duration > std::chrono::duration_cast<std::chrono::duration<Rep, Period>>(room) &&
+        duration > std::chrono::duration<Rep, Period>::zero())
+        return detail::SleepAwaiter(std::chrono::steady_clock::time_point::max(), std::move(token));
+    return detail::SleepAwaiter(now + std::chrono::ceil<std::chrono::steady_clock::duration>(duration),
+                                std::move(token));
+}
+
+} // namespace eddy

@@ -1,0 +1,40 @@
+// eddy/net/tcp_listener.hpp: net::TcpListener, a listening TCP socket.
+//
+//     auto listener = eddy::net::TcpListener::bind(eddy::net::SocketAddr::loopback_v4(8080));
+//     for (;;) eddy::spawn(serve(co_await listener.accept()));
+//
+// bind() sets SO_REUSEADDR (a restarted server can bind while old connections linger in
+// TIME_WAIT), binds and listens. Port 0 picks a free port: see local_address(). accept()
+// throws std::system_error carrying the errno (EMFILE when out of descriptors, ...).
+#pragma once
+
+#include <stop_token>
+#include <utility>
+
+#include <eddy/io/file_descriptor.hpp>
+#include <eddy/net/socket_addr.hpp>
+#include <eddy/net/tcp_stream.hpp>
+#include <eddy/tasks/task.hpp>
+
+namespace eddy::net {
+
+class TcpListener {
+public:
+    /// std::system_error on failure (EADDRINUSE, EACCES, ...).
+    static TcpListener bind(const SocketAddr& addr, int backlog = 1024);
+
+    /// The next connection.
+    Task<TcpStream> accept(std::stop_token token = {});
+    /// The next connection and its peer's address.
+    Task<std::pair<TcpStream, SocketAddr>> accept_with_address(std::stop_token token = {});
+
+    SocketAddr local_address() const;
+    void close() { fd_.close(); }
+    int native_handle() const noexcept { return fd_.get(); }
+
+private:
+    explicit TcpListener(io::FileDescriptor fd) noexcept : fd_(std::move(fd)) {}
+    io::FileDescriptor fd_;
+};
+
+} // namespace eddy::net

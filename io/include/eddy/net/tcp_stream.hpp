@@ -1,0 +1,71 @@
+// eddy/net/tcp_stream.hpp: net::TcpStream, a connected TCP socket (IPv4 or IPv6).
+//
+//     auto s = co_await eddy::net::TcpStream::connect(eddy::net::SocketAddr::loopback_v4(port));
+//     co_await s.write_all(request);
+//     std::size_t n = co_await s.read(buf);        // 0: the peer closed its side
+//
+// Every operation suspends only the calling task. Errors are std::system_error carrying the
+// errno (ECONNREFUSED from connect, ECONNRESET from read, EPIPE from write after the peer
+// reset, ...). The socket closes on destruction; close() closes now and reports errors.
+// Buffers passed to read/write must stay valid until the co_await returns. A stop
+// requested on the optional std::stop_token cancels a pending operation: it throws
+// std::errc::operation_canceled once the kernel has let go of the buffer.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <stop_token>
+#include <string_view>
+
+#include <eddy/io/detail/io_awaiter.hpp>
+#include <eddy/io/file_descriptor.hpp>
+#include <eddy/net/socket_addr.hpp>
+#include <eddy/tasks/task.hpp>
+
+namespace eddy::net {
+
+class TcpStream {
+public:
+    /// Connects to `addr` (std::system_error: ECONNREFUSED, ENETUNREACH, ...).
+    static Task<TcpStream> connect(SocketAddr addr, std::stop_token token = {});
+
+    /// Adopts a connected stream socket.
+    explicit TcpStream(io::FileDescriptor fd) noexcept : fd_(std::move(fd)) {}
+
+    /// Reads what is available, up to buf.size() bytes; 0 means end of stream.
+    [[nodiscard]] detail::IoAwaiter read(std::span<std::byte> buf, std::stop_token token = {}) noexcept {
+        return detail::IoAwaiter({.kind = detail::IoKind::kRecv, .fd = fd_.get(), .addr = buf.data(), .len = buf.size()},
+                                 "eddy::net::TcpStream::read", std::move(token));
+    }
+    /// Fills `buf` completely; std::system_error with ENODATA if the stream ends first.
+    Task<void> read_exact(std::span<std::byte> buf);
+
+    /// Writes some of `data` (at least one byte unless it is empty); returns the count.
+    [[nodiscard]] detail::IoAwaiter write(std::span<const std::byte> data, std::stop_token token = {}) noexcept {
+        return detail::IoAwaiter({.kind = detail::IoKind::kSend,
+                                  .fd = fd_.get(),
+                                  .addr = const_cast<std::byte*>(data.data()),
+                                  .len = data.size()},
+                                 "eddy::net::TcpStream::write", std::move(token));
+    }
+    /// Writes all of `data`.
+    Task<void> write_all(std::span<const std::byte> data);
+    Task<void> write_all(std::string_view text) { return write_all(std::as_bytes(std::span(text))); }
+
+    enum class Shutdown { kRead = 0, kWrite = 1, kBoth = 2 };
+    /// Shuts down one or both directions (shutdown(2)): after kWrite the peer reads 0.
+    void shutdown(Shutdown how = Shutdown::kWrite);
+    /// Closes the socket now; std::system_error on failure.
+    void close() { fd_.close(); }
+
+    /// TCP_NODELAY: send small writes at once instead of coalescing them (Nagle).
+    void set_nodelay(bool on);
+    SocketAddr peer_address() const;
+    SocketAddr local_address() const;
+    int native_handle() const noexcept { return fd_.get(); }
+
+private:
+    io::FileDescriptor fd_;
+};
+
+} // namespace eddy::net

@@ -1,0 +1,24 @@
+// io/io_error.cpp: how a failed operation reaches the awaiting task.
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <string>
+#include <system_error>
+
+#include <eddy/io/detail/io_awaiter.hpp>
+
+namespace eddy::detail {
+
+void throw_io_error(int negative_errno, const char* what) {
+    throw std::system_error(-negative_errno, std::system_category(), what);
+}
+
+std::int32_t try_send(int fd, const void* data, std::size_t len) noexcept {
+    for (;;) {
+        const ssize_t n = ::send(fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n >= 0) return static_cast<std::int32_t>(n);
+        if (errno != EINTR) return -errno;
+    }
+}
+
+} // namespace eddy::detail

@@ -1,0 +1,500 @@
+// io/reactor.cpp: see reactor.hpp for the flow and operation.hpp for the cancel protocol.
+#include "io/reactor.hpp"
+
+#include "runtime/scheduler.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <eddy/runtime/detail/scheduler_api.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+namespace eddy::detail {
+namespace {
+
+std::int64_t now_ns() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+[[noreturn]] void throw_unavailable(int err) {
+    std::string why;
+    switch (err) {
+    case ENOSYS:
+        why = "the kernel has no io_uring (too old, or built without it) or a seccomp filter blocks it";
+        break;
+    case EPERM:
+    case EACCES: {
+        std::ifstream f("/proc/sys/kernel/io_uring_disabled");
+        int disabled = 0;
+        if (f >> disabled && disabled != 0)
+            why = "kernel.io_uring_disabled is " + std::to_string(disabled) + " (sysctl)";
+        else
+            why = "permission denied (a seccomp filter or security policy blocks io_uring_setup)";
+        break;
+    }
+    case ENOMEM: {
+        rlimit rl{};
+        getrlimit(RLIMIT_MEMLOCK, &rl);
+        why = "not enough lockable memory for the rings (RLIMIT_MEMLOCK is " +
+              (rl.rlim_cur == RLIM_INFINITY ? std::string("unlimited") : std::to_string(rl.rlim_cur) + " bytes") +
+              "; raise it or lower RuntimeConfig::ring_entries)";
+        break;
+    }
+    default:
+        why = std::strerror(err);
+    }
+    throw std::system_error(err, std::system_category(), "eddy: io_uring is unavailable: " + why);
+}
+
+bool waits_for_write(IoKind k) noexcept {
+    return k == IoKind::kWrite || k == IoKind::kSend || k == IoKind::kSendMsg || k == IoKind::kConnect;
+}
+
+bool pollable(IoKind k) noexcept { return k != IoKind::kFsync && k != IoKind::kOpenAt; }
+
+} // namespace
+
+Reactor::Reactor(Scheduler& sched, unsigned ring_entries) : sched_(sched), token_(sched.inject()) {
+    io_uring_params params{};
+    // A CQ four times the SQ: completions of earlier batches can pile up while new ones
+    // are submitted. COOP_TASKRUN: the reactor enters the kernel often enough to run
+    // completion work itself, without being interrupted for it (Linux 5.19+; older
+    // kernels reject the flag and get a ring without it).
+    params.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN;
+    params.cq_entries = ring_entries * 4;
+    int r = io_uring_queue_init_params(ring_entries, &ring_, &params);
+    if (r == -EINVAL) {
+        params = io_uring_params{};
+        params.flags = IORING_SETUP_CQSIZE;
+        params.cq_entries = ring_entries * 4;
+        r = io_uring_queue_init_params(ring_entries, &ring_, &params);
+    }
+    if (r < 0) throw_unavailable(-r);
+    if ((params.features & IORING_FEAT_NODROP) == 0 || (params.features & IORING_FEAT_EXT_ARG) == 0) {
+        io_uring_queue_exit(&ring_);
+        throw std::system_error(ENOSYS, std::system_category(),
+                                "eddy: io_uring is unavailable: the kernel lacks IORING_FEAT_NODROP or "
+                                "IORING_FEAT_EXT_ARG (eddy needs Linux 5.11 or later)");
+    }
+    event_fd_ = eventfd(0, EFD_CLOEXEC);
+    if (event_fd_ < 0) {
+        const int err = errno;
+        io_uring_queue_exit(&ring_);
+        throw std::system_error(err, std::system_category(), "eddy: eventfd for the reactor");
+    }
+    ready_.reserve(256);
+}
+
+Reactor::~Reactor() {
+    shutdown();
+    io_uring_queue_exit(&ring_);
+    close(event_fd_);
+}
+
+void Reactor::start() {
+    thread_ = std::thread([this] { run(); });
+    pthread_setname_np(thread_.native_handle(), "eddy-reactor");
+}
+
+void Reactor::shutdown() noexcept {
+    if (!thread_.joinable()) return;
+    // Release: pairs with run()'s acquire load; nothing else is handed over.
+    stop_.store(true, std::memory_order_release);
+    const std::uint64_t one = 1;
+    while (write(event_fd_, &one, sizeof one) < 0 && errno == EINTR) {
+    }
+    thread_.join();
+}
+
+void Reactor::post(ReactorNode& node) noexcept {
+    ReactorNode* head = inbox_.load(std::memory_order_relaxed);
+    do {
+        node.next = head;
+        // Seq_cst: release publishes the node to take_inbox()'s exchange; seq_cst orders
+        // the push before the sleeping_ load below (pairs with sleep_in_kernel()).
+    } while (!inbox_.compare_exchange_weak(head, &node, std::memory_order_seq_cst, std::memory_order_relaxed));
+    // From here on `node` may already be resumed and gone: only the reactor is touched.
+    // Seq_cst: pairs with sleep_in_kernel()'s store of true and its re-check of the inbox.
+    if (sleeping_.load(std::memory_order_seq_cst) && sleeping_.exchange(false, std::memory_order_seq_cst)) {
+        const std::uint64_t one = 1;
+        while (write(event_fd_, &one, sizeof one) < 0 && errno == EINTR) {
+        }
+    }
+}
+
+void Reactor::run() noexcept {
+    while (true) {
+        if (!wake_armed_) arm_wake();
+        take_inbox();
+        // Retries first: they may need SQEs, which reap() never takes.
+        for (ReactorNode* n = std::exchange(retry_, nullptr); n != nullptr;) {
+            ReactorNode* next = n->next;
+            auto* op = static_cast<IoOperation*>(n);
+            if (op->cancel_arrived)
+                complete(op, -ECANCELED);
+            else if (op->stage == Operation::Stage::kPolling)
+                submit_poll(op, waits_for_write(op->io));
+            else
+                start_io(op);
+            n = next;
+        }
+        reap();
+        fire_timers();
+        flush_ready();
+        // Acquire: pairs with shutdown()'s release store.
+        if (stop_.load(std::memory_order_acquire)) break;
+        if (retry_ != nullptr) {
+            io_uring_submit(&ring_);
+            continue;
+        }
+        sleep_in_kernel();
+    }
+    drain_for_shutdown();
+}
+
+void Reactor::take_inbox() {
+    // Acquire: pairs with post()'s CAS; every node's fields are visible.
+    ReactorNode* list = inbox_.exchange(nullptr, std::memory_order_acquire);
+    // The stack holds newest first; reverse it so operations start in the order posted.
+    ReactorNode* fifo = nullptr;
+    while (list != nullptr) {
+        ReactorNode* next = list->next;
+        list->next = fifo;
+        fifo = list;
+        list = next;
+    }
+    while (fifo != nullptr) {
+        ReactorNode* next = fifo->next;
+        handle_node(fifo);
+        fifo = next;
+    }
+}
+
+void Reactor::handle_node(ReactorNode* node) {
+    switch (node->kind) {
+    case ReactorNode::Kind::kIo: {
+        auto* op = static_cast<IoOperation*>(node);
+        if (op->cancel_arrived) {
+            complete(op, -ECANCELED);
+        } else {
+            track(op);
+            start_io(op);
+        }
+        return;
+    }
+    case ReactorNode::Kind::kTimer: {
+        auto* t = static_cast<TimerOperation*>(node);
+        if (t->cancel_arrived) {
+            complete(t, -ECANCELED);
+        } else {
+            t->stage = Operation::Stage::kInFlight;
+            timers_.push(t);
+        }
+        return;
+    }
+    case ReactorNode::Kind::kCancel: {
+        Operation* op = static_cast<CancelNode*>(node)->target;
+        op->cancel_arrived = true;
+        switch (op->stage) {
+        case Operation::Stage::kNew:  // the operation's own node comes later
+        case Operation::Stage::kQueued:  // on the retry list, which checks cancel_arrived
+            return;
+        case Operation::Stage::kInFlight:
+            if (op->kind == ReactorNode::Kind::kTimer) {
+                timers_.remove(static_cast<TimerOperation*>(op));
+                complete(op, -ECANCELED);
+            } else {
+                start_cancel(op);
+            }
+            return;
+        case Operation::Stage::kPolling:
+            start_cancel(op);
+            return;
+        case Operation::Stage::kAwaitingCancel:  // completed, waiting for this very node
+            op->stage = Operation::Stage::kDone;
+            ready_.push_back(op->waiter.address());
+            return;
+        case Operation::Stage::kDone:
+            return;
+        }
+        return;
+    }
+    }
+}
+
+void Reactor::start_io(IoOperation* op) {
+    io_uring_sqe* sqe = next_sqe();
+    switch (op->io) {
+    case IoKind::kRead:
+        io_uring_prep_read(sqe, op->fd, op->addr, op->len, op->offset);
+        break;
+    case IoKind::kWrite:
+        io_uring_prep_write(sqe, op->fd, op->addr, op->len, op->offset);
+        break;
+    case IoKind::kRecv:
+        io_uring_prep_recv(sqe, op->fd, op->addr, op->len, static_cast<int>(op->op_flags));
+        break;
+    case IoKind::kSend:
+        io_uring_prep_send(sqe, op->fd, op->addr, op->len, static_cast<int>(op->op_flags | MSG_NOSIGNAL));
+        break;
+    case IoKind::kAccept:
+        io_uring_prep_accept(sqe, op->fd, static_cast<sockaddr*>(op->addr),
+                             reinterpret_cast<socklen_t*>(static_cast<std::uintptr_t>(op->offset)),
+                             static_cast<int>(op->op_flags));
+        break;
+    case IoKind::kConnect:
+        io_uring_prep_connect(sqe, op->fd, static_cast<const sockaddr*>(op->addr), op->len);
+        break;
+    case IoKind::kRecvMsg:
+        io_uring_prep_recvmsg(sqe, op->fd, static_cast<msghdr*>(op->addr), op->op_flags);
+        break;
+    case IoKind::kSendMsg:
+        io_uring_prep_sendmsg(sqe, op->fd, static_cast<const msghdr*>(op->addr), op->op_flags | MSG_NOSIGNAL);
+        break;
+    case IoKind::kFsync:
+        io_uring_prep_fsync(sqe, op->fd, op->op_flags);
+        break;
+    case IoKind::kOpenAt:
+        io_uring_prep_openat(sqe, op->fd, static_cast<const char*>(op->addr), static_cast<int>(op->op_flags),
+                             op->len);
+        break;
+    }
+    io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uintptr_t>(op));
+    op->stage = Operation::Stage::kInFlight;
+    ++pending_cqes_;
+}
+
+void Reactor::submit_poll(IoOperation* op, bool for_write) {
+    io_uring_sqe* sqe = next_sqe();
+    io_uring_prep_poll_add(sqe, op->fd, for_write ? POLLOUT : POLLIN);
+    io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uintptr_t>(op) | kPollBit);
+    ++pending_cqes_;
+}
+
+void Reactor::start_cancel(Operation* op) {
+    const std::uint64_t target =
+        reinterpret_cast<std::uintptr_t>(op) | (op->stage == Operation::Stage::kPolling ? kPollBit : 0);
+    io_uring_sqe* sqe = next_sqe();
+    io_uring_prep_cancel64(sqe, target, 0);
+    io_uring_sqe_set_data64(sqe, kIgnoreTag);
+    ++pending_cqes_;
+}
+
+io_uring_sqe* Reactor::next_sqe() {
+    for (;;) {
+        if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_)) return sqe;
+        // The SQ is full: hand it to the kernel and take the slot again.
+        const int r = io_uring_submit(&ring_);
+        if (r == -EBUSY || r == -EAGAIN) {
+            // The kernel holds back submissions until we make room in the CQ (or it is out
+            // of memory for a moment): reap, flush any overflow backlog, retry.
+            reap();
+            io_uring_get_events(&ring_);
+            if (io_uring_cq_ready(&ring_) == 0) std::this_thread::yield();
+        } else if (r < 0 && r != -EINTR) {
+            std::fprintf(stderr, "eddy: reactor: io_uring_submit failed: %s; retrying\n", std::strerror(-r));
+            std::this_thread::yield();
+        }
+    }
+}
+
+void Reactor::reap() {
+    for (;;) {
+        io_uring_cqe* cqes[64];
+        const unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, 64);
+        for (unsigned i = 0; i < n; ++i) handle_cqe(cqes[i]->user_data, cqes[i]->res);
+        io_uring_cq_advance(&ring_, n);
+        if (n == 64) continue;
+        if (io_uring_cq_has_overflow(&ring_)) {
+            // CQ overflowed: the kernel kept the extra completions (FEAT_NODROP); have it
+            // move them into the ring now that there is room.
+            io_uring_get_events(&ring_);
+            continue;
+        }
+        return;
+    }
+}
+
+void Reactor::handle_cqe(std::uint64_t user_data, std::int32_t res) {
+    --pending_cqes_;
+    if (user_data == kWakeTag) {
+        wake_armed_ = false;  // re-armed by run(), which may take an SQE
+        return;
+    }
+    if (user_data == kIgnoreTag) return;
+    auto* op = reinterpret_cast<IoOperation*>(user_data & ~kPollBit);
+    if ((user_data & kPollBit) != 0) {
+        // The descriptor is ready (or the poll failed): resubmit the operation itself.
+        if (op->cancel_arrived) {
+            complete(op, -ECANCELED);
+        } else if (res < 0 && res != -EINTR) {
+            complete(op, res);
+        } else {
+            op->stage = Operation::Stage::kQueued;
+            op->next = retry_;
+            retry_ = op;
+        }
+        return;
+    }
+    if ((res == -EINTR || (res == -EAGAIN && pollable(op->io))) && !op->cancel_arrived) {
+        // -EINTR: resubmit. -EAGAIN: the caller's descriptor is non-blocking and not ready;
+        // wait for readiness first.
+        op->stage = res == -EAGAIN ? Operation::Stage::kPolling : Operation::Stage::kQueued;
+        op->next = retry_;
+        retry_ = op;
+        return;
+    }
+    if (res == -EINTR) res = -ECANCELED;  // interrupted by our own cancel
+    complete(op, res);
+}
+
+void Reactor::fire_timers() {
+    if (timers_.empty()) return;
+    timers_.pop_expired(now_ns(), [this](TimerOperation* t) { complete(t, 0); });
+}
+
+void Reactor::complete(Operation* op, std::int32_t result) {
+    untrack(op);
+    op->result = result;
+    op->stage = Operation::Stage::kDone;
+    // Acq_rel: pairs with request_cancel()'s fetch_or. If a cancel was requested first, its
+    // node is on the way: the frame resumes when it arrives (see operation.hpp).
+    const std::uint8_t prev = op->cancel_flags.fetch_or(Operation::kCompleted, std::memory_order_acq_rel);
+    if ((prev & Operation::kCancelRequested) != 0 && !op->cancel_arrived) {
+        op->stage = Operation::Stage::kAwaitingCancel;
+        return;
+    }
+    ready_.push_back(op->waiter.address());
+}
+
+void Reactor::flush_ready() {
+    if (ready_.empty()) return;
+    sched_.schedule_external(token_, ready_.data(), ready_.size());
+    ready_.clear();
+}
+
+void Reactor::sleep_in_kernel() {
+    // Seq_cst: pairs with post() (see reactor.hpp).
+    sleeping_.store(true, std::memory_order_seq_cst);
+    if (inbox_.load(std::memory_order_seq_cst) != nullptr) {
+        sleeping_.store(false, std::memory_order_relaxed);
+        io_uring_submit(&ring_);
+        return;
+    }
+    __kernel_timespec ts{};
+    __kernel_timespec* timeout = nullptr;
+    if (!timers_.empty()) {
+        const std::int64_t delta = timers_.top()->deadline_ns - now_ns();
+        if (delta <= 0) {
+            sleeping_.store(false, std::memory_order_relaxed);
+            io_uring_submit(&ring_);
+            return;
+        }
+        ts.tv_sec = delta / 1'000'000'000;
+        ts.tv_nsec = delta % 1'000'000'000;
+        timeout = &ts;
+    }
+    io_uring_cqe* cqe = nullptr;
+    const int r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, timeout, nullptr);
+    // Relaxed: a submitter that still sees true only writes the eventfd once too often.
+    sleeping_.store(false, std::memory_order_relaxed);
+    if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY && r != -EAGAIN)
+        std::fprintf(stderr, "eddy: reactor: waiting for completions failed: %s\n", std::strerror(-r));
+}
+
+void Reactor::arm_wake() {
+    io_uring_sqe* sqe = next_sqe();
+    io_uring_prep_read(sqe, event_fd_, &wake_buf_, sizeof wake_buf_, 0);
+    io_uring_sqe_set_data64(sqe, kWakeTag);
+    ++pending_cqes_;
+    wake_armed_ = true;
+}
+
+void Reactor::track(Operation* op) noexcept {
+    op->prev_in_flight = nullptr;
+    op->next_in_flight = in_flight_;
+    if (in_flight_ != nullptr) in_flight_->prev_in_flight = op;
+    in_flight_ = op;
+}
+
+void Reactor::untrack(Operation* op) noexcept {
+    if (op->prev_in_flight == nullptr && in_flight_ != op) return;  // not on the list
+    if (op->prev_in_flight != nullptr)
+        op->prev_in_flight->next_in_flight = op->next_in_flight;
+    else
+        in_flight_ = op->next_in_flight;
+    if (op->next_in_flight != nullptr) op->next_in_flight->prev_in_flight = op->prev_in_flight;
+    op->prev_in_flight = op->next_in_flight = nullptr;
+}
+
+void Reactor::drain_for_shutdown() noexcept try {
+    // Every worker is joined: nothing new arrives except cancel requests from other
+    // threads, which are moot now. Nodes in the inbox never reached the kernel; their
+    // frames are destroyed by the scheduler's shutdown step 4.
+    inbox_.exchange(nullptr, std::memory_order_acquire);
+    retry_ = nullptr;
+    (void)timers_.take_all();
+    // Ask the kernel to give back every buffer it holds, then wait until it has.
+    // (Collected first: start_cancel() may reap, which edits the in-flight list.)
+    std::vector<Operation*> held;
+    for (Operation* op = in_flight_; op != nullptr; op = op->next_in_flight)
+        if (op->stage == Operation::Stage::kInFlight || op->stage == Operation::Stage::kPolling) held.push_back(op);
+    for (Operation* op : held) start_cancel(op);
+    if (wake_armed_) {
+        io_uring_sqe* sqe = next_sqe();
+        io_uring_prep_cancel64(sqe, kWakeTag, 0);
+        io_uring_sqe_set_data64(sqe, kIgnoreTag);
+        ++pending_cqes_;
+    }
+    while (pending_cqes_ > 0) {
+        const int r = io_uring_submit_and_wait(&ring_, 1);
+        if (r < 0 && r != -EINTR && r != -EBUSY && r != -EAGAIN && r != -ETIME) {
+            std::fprintf(stderr, "eddy: reactor: waiting for cancelled operations failed: %s\n",
+                         std::strerror(-r));
+            break;
+        }
+        reap();
+        retry_ = nullptr;  // nothing is resubmitted now
+    }
+    ready_.clear();  // never resumed: the scheduler destroys these frames
+    in_flight_ = nullptr;
+} catch (const std::bad_alloc&) {
+    std::fputs("eddy: reactor: out of memory while cancelling operations at shutdown\n", stderr);
+    std::terminate();  // frames still in the kernel's hands cannot be destroyed safely
+}
+
+// --- the entry points of eddy/io/detail/operation.hpp ----------------------------------------
+
+Reactor& current_reactor(const char* what) {
+    Scheduler& s = require_worker(what);
+    return static_cast<Reactor&>(*s.driver());
+}
+
+void submit(Reactor& reactor, Operation& op) noexcept { reactor.post(op); }
+
+void request_cancel(Operation& op) noexcept {
+    // Acq_rel: pairs with complete()'s fetch_or (see operation.hpp).
+    if ((op.cancel_flags.fetch_or(Operation::kCancelRequested, std::memory_order_acq_rel) & Operation::kCompleted) == 0)
+        op.reactor->post(op.cancel_node);
+}
+
+std::unique_ptr<Driver> make_driver(Scheduler& sched, const RuntimeConfig& config) {
+    const unsigned entries = config.ring_entries;
+    if (entries < 1 || entries > 32768)
+        throw std::invalid_argument("eddy: RuntimeConfig::ring_entries is " + std::to_string(entries) +
+                                    "; it must be between 1 and 32768");
+    return std::make_unique<Reactor>(sched, entries);
+}
+
+} // namespace eddy::detail

@@ -1,0 +1,107 @@
+// io/reactor.hpp: the reactor thread, which owns a runtime's io_uring ring.
+//
+// # Flow
+//   worker:  awaiter -> submit(): push the operation on the inbox (a lock-free intrusive
+//            stack), write the eventfd only if the reactor is asleep.
+//   reactor: take the whole inbox, turn each node into an SQE (or a heap entry for a timer),
+//            submit them with one io_uring_enter, reap every CQE there is, fire due timers,
+//            and push every resumed frame to the injection queue in one bulk push that
+//            wakes at most one parked worker. Then sleep in the kernel until a completion,
+//            the eventfd (kept armed by a read in the ring) or the earliest timer.
+//
+// # Sleeping without losing a wake-up
+//   The reactor stores sleeping_ = true, then looks at the inbox once more before entering
+//   the kernel; a submitter pushes, then exchanges sleeping_ for false and writes the
+//   eventfd if it was true. Both sides use seq_cst, so at least one sees the other.
+//
+// # Kernel conditions handled
+//   - Full SQ: submit what is queued and take the SQE again (never dropped).
+//   - CQ overflow: the ring is set up with a CQ four times the SQ; IORING_FEAT_NODROP is
+//     required, and when the kernel reports an overflow backlog the reactor reaps and
+//     flushes it (io_uring_get_events) before submitting more. -EBUSY from a submission
+//     means the same thing and is handled the same way.
+//   - A completion with -EINTR is resubmitted; -EAGAIN (a non-blocking descriptor that is
+//     not ready) is turned into a poll for readiness, then the operation is resubmitted.
+//   - Cancellation: IORING_OP_ASYNC_CANCEL against the operation's user_data; the awaiting
+//     frame resumes when the kernel's completion of the original operation arrives.
+#pragma once
+
+#include "runtime/driver.hpp"
+#include "runtime/inject_queue.hpp"
+#include "io/timer_heap.hpp"
+
+#include <liburing.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include <eddy/io/detail/operation.hpp>
+
+namespace eddy::detail {
+
+class Scheduler;
+
+class Reactor final : public Driver {
+public:
+    /// Sets up the ring; std::system_error saying why when io_uring is unavailable.
+    Reactor(Scheduler& sched, unsigned ring_entries);
+    ~Reactor() override;
+
+    void start() override;
+    void shutdown() noexcept override;
+
+    /// Any thread: queues `node` for the reactor and wakes it if it sleeps.
+    void post(ReactorNode& node) noexcept;
+
+private:
+    // user_data values that are not operations (operations are at least 8-aligned).
+    static constexpr std::uint64_t kWakeTag = 1;     // the eventfd read
+    static constexpr std::uint64_t kIgnoreTag = 2;   // ASYNC_CANCEL requests
+    static constexpr std::uint64_t kPollBit = 4;     // op | kPollBit: a readiness poll for op
+
+    void run() noexcept;
+    void take_inbox();
+    void handle_node(ReactorNode* node);
+    void start_io(IoOperation* op);
+    void submit_poll(IoOperation* op, bool for_write);
+    void start_cancel(Operation* op);
+    void reap();
+    void handle_cqe(std::uint64_t user_data, std::int32_t res);
+    void fire_timers();
+    void complete(Operation* op, std::int32_t result);
+    void flush_ready();
+    void sleep_in_kernel();
+    io_uring_sqe* next_sqe();
+    void arm_wake();
+    void track(Operation* op) noexcept;
+    void untrack(Operation* op) noexcept;
+    void drain_for_shutdown() noexcept;
+
+    Scheduler& sched_;
+    io_uring ring_{};
+    int event_fd_ = -1;
+    std::thread thread_;
+
+    // The inbox: an intrusive stack of nodes. Release CAS in post() pairs with the acquire
+    // exchange in take_inbox(), which publishes each node's fields to the reactor.
+    std::atomic<ReactorNode*> inbox_{nullptr};
+    // Seq_cst against inbox_ (see "Sleeping without losing a wake-up" above).
+    std::atomic<bool> sleeping_{false};
+    // Set by shutdown(), read by run(). Release/acquire: the flag is all that passes.
+    std::atomic<bool> stop_{false};
+
+    // Reactor thread only.
+    InjectQueue::ProducerToken token_;
+    TimerHeap timers_;
+    std::vector<void*> ready_;             // frames to resume, pushed in bulk
+    ReactorNode* retry_ = nullptr;         // operations to resubmit (-EINTR, after a poll)
+    Operation* in_flight_ = nullptr;       // list of operations the kernel holds
+    std::size_t pending_cqes_ = 0;         // completions the kernel still owes us
+    std::uint64_t wake_buf_ = 0;           // the eventfd read's buffer
+    bool wake_armed_ = false;
+};
+
+} // namespace eddy::detail

@@ -1,0 +1,37 @@
+// io/socket_util.cpp
+#include "io/socket_util.hpp"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <system_error>
+
+namespace eddy::detail {
+
+void throw_errno(const char* what) { throw std::system_error(errno, std::system_category(), what); }
+
+io::FileDescriptor new_socket(int family, int type, const char* what) {
+    const int fd = ::socket(family, type | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw_errno(what);
+    return io::FileDescriptor(fd);
+}
+
+net::SocketAddr local_address_of(int fd, const char* what) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) throw_errno(what);
+    return net::SocketAddr::from_native(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+net::SocketAddr peer_address_of(int fd, const char* what) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) throw_errno(what);
+    return net::SocketAddr::from_native(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+void set_int_option(int fd, int level, int name, int value, const char* what) {
+    if (::setsockopt(fd, level, name, &value, sizeof value) != 0) throw_errno(what);
+}
+
+} // namespace eddy::detail

@@ -1,0 +1,43 @@
+// io/tcp_listener.cpp
+#include <eddy/net/tcp_listener.hpp>
+
+#include "io/socket_util.hpp"
+
+#include <sys/socket.h>
+
+namespace eddy::net {
+
+TcpListener TcpListener::bind(const SocketAddr& addr, int backlog) {
+    io::FileDescriptor fd = detail::new_socket(addr.family(), SOCK_STREAM, "eddy::net::TcpListener::bind");
+    detail::set_int_option(fd.get(), SOL_SOCKET, SO_REUSEADDR, 1, "eddy::net::TcpListener::bind: SO_REUSEADDR");
+    if (::bind(fd.get(), addr.native(), addr.native_size()) != 0)
+        detail::throw_errno("eddy::net::TcpListener::bind");
+    if (::listen(fd.get(), backlog) != 0) detail::throw_errno("eddy::net::TcpListener::bind: listen");
+    return TcpListener(std::move(fd));
+}
+
+Task<TcpStream> TcpListener::accept(std::stop_token token) {
+    const std::size_t fd = co_await detail::IoAwaiter(
+        {.kind = detail::IoKind::kAccept, .fd = fd_.get(), .addr = nullptr, .offset = 0, .flags = SOCK_CLOEXEC},
+        "eddy::net::TcpListener::accept", std::move(token));
+    co_return TcpStream(io::FileDescriptor(static_cast<int>(fd)));
+}
+
+Task<std::pair<TcpStream, SocketAddr>> TcpListener::accept_with_address(std::stop_token token) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    const std::size_t fd = co_await detail::IoAwaiter({.kind = detail::IoKind::kAccept,
+                                                       .fd = fd_.get(),
+                                                       .addr = &ss,
+                                                       .offset = reinterpret_cast<std::uintptr_t>(&len),
+                                                       .flags = SOCK_CLOEXEC},
+                                                      "eddy::net::TcpListener::accept", std::move(token));
+    TcpStream s{io::FileDescriptor(static_cast<int>(fd))};
+    co_return std::pair{std::move(s), SocketAddr::from_native(reinterpret_cast<sockaddr*>(&ss), len)};
+}
+
+SocketAddr TcpListener::local_address() const {
+    return detail::local_address_of(fd_.get(), "eddy::net::TcpListener::local_address");
+}
+
+} // namespace eddy::net

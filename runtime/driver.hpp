@@ -1,0 +1,34 @@
+// runtime/driver.hpp: the seam between the scheduler and the I/O driver above it.
+//
+// runtime/ never includes io/: the scheduler only knows that a Runtime owns one Driver,
+// created after the scheduler and shut down between shutdown steps 2 and 3 (workers joined,
+// frames not yet destroyed), so that no in-flight operation outlives its frame.
+// make_driver() is declared here and defined by io/reactor.cpp: the one reference that points
+// upwards, resolved when the eddy library is linked.
+#pragma once
+
+#include "runtime/private.hpp"
+
+#include <memory>
+
+#include <eddy/runtime/config.hpp>
+
+namespace eddy::detail {
+
+class Scheduler;
+
+class Driver {
+public:
+    virtual ~Driver() = default;
+    /// Starts the driver's thread. Throws std::system_error (nothing left running) on failure.
+    virtual void start() = 0;
+    /// Called once, with every worker joined: cancels what is in flight, waits for the
+    /// kernel to let go of every buffer, and stops the driver's thread. Resumes nothing.
+    virtual void shutdown() noexcept = 0;
+};
+
+/// Builds the I/O driver of `sched` (io/reactor.cpp). Throws std::system_error when the
+/// kernel interface it needs is unavailable.
+std::unique_ptr<Driver> make_driver(Scheduler& sched, const RuntimeConfig& config);
+
+} // namespace eddy::detail

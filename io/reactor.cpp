@@ -385,6 +385,9 @@ void Reactor::flush_ready() {
 }
 
 void Reactor::sleep_in_kernel() {
+    // The eventfd read may have completed in this very round (reap()): without it armed
+    // again, a post() could not wake us.
+    if (!wake_armed_) arm_wake();
     // Seq_cst: pairs with post() (see reactor.hpp).
     sleeping_.store(true, std::memory_order_seq_cst);
     if (inbox_.load(std::memory_order_seq_cst) != nullptr) {

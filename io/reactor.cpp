@@ -117,14 +117,36 @@ void Reactor::shutdown() noexcept {
     thread_.join();
 }
 
+namespace {
+// The reactor this worker thread posted to since its last flush (one runtime per worker).
+thread_local Reactor* t_unflushed = nullptr;
+} // namespace
+
 void Reactor::post(ReactorNode& node) noexcept {
+    push(node);
+    wake_if_sleeping();
+}
+
+void Reactor::post_deferred(ReactorNode& node) noexcept {
+    push(node);
+    t_unflushed = this;
+}
+
+void Reactor::flush() noexcept {
+    if (Reactor* r = std::exchange(t_unflushed, nullptr)) r->wake_if_sleeping();
+}
+
+void Reactor::push(ReactorNode& node) noexcept {
     ReactorNode* head = inbox_.load(std::memory_order_relaxed);
     do {
         node.next = head;
         // Seq_cst: release publishes the node to take_inbox()'s exchange; seq_cst orders
-        // the push before the sleeping_ load below (pairs with sleep_in_kernel()).
+        // the push before wake_if_sleeping()'s load (pairs with sleep_in_kernel()).
     } while (!inbox_.compare_exchange_weak(head, &node, std::memory_order_seq_cst, std::memory_order_relaxed));
     // From here on `node` may already be resumed and gone: only the reactor is touched.
+}
+
+void Reactor::wake_if_sleeping() noexcept {
     // Seq_cst: pairs with sleep_in_kernel()'s store of true and its re-check of the inbox.
     if (sleeping_.load(std::memory_order_seq_cst) && sleeping_.exchange(false, std::memory_order_seq_cst)) {
         const std::uint64_t one = 1;
@@ -484,7 +506,7 @@ Reactor& current_reactor(const char* what) {
     return static_cast<Reactor&>(*s.driver());
 }
 
-void submit(Reactor& reactor, Operation& op) noexcept { reactor.post(op); }
+void submit(Reactor& reactor, Operation& op) noexcept { reactor.post_deferred(op); }
 
 void request_cancel(Operation& op) noexcept {
     // Acq_rel: pairs with complete()'s fetch_or (see operation.hpp).

@@ -2,7 +2,10 @@
 //
 // # Flow
 //   worker:  awaiter -> submit(): push the operation on the inbox (a lock-free intrusive
-//            stack), write the eventfd only if the reactor is asleep.
+//            stack). The eventfd is written only if the reactor is asleep, and only when
+//            the worker flushes (Driver::flush: out of local work, or every 16 tasks), so
+//            a worker that resumes 64 connections wakes the reactor once, not 64 times.
+//            Cancel requests (any thread) wake it at once.
 //   reactor: take the whole inbox, turn each node into an SQE (or a heap entry for a timer),
 //            submit them with one io_uring_enter, reap every CQE there is, fire due timers,
 //            and push every resumed frame to the injection queue in one bulk push that
@@ -55,6 +58,9 @@ public:
 
     /// Any thread: queues `node` for the reactor and wakes it if it sleeps.
     void post(ReactorNode& node) noexcept;
+    /// Worker thread: queues `node`; the wake-up waits for the worker's next flush().
+    void post_deferred(ReactorNode& node) noexcept;
+    void flush() noexcept override;
 
 private:
     // user_data values that are not operations (operations are at least 8-aligned).
@@ -62,6 +68,8 @@ private:
     static constexpr std::uint64_t kIgnoreTag = 2;   // ASYNC_CANCEL requests
     static constexpr std::uint64_t kPollBit = 4;     // op | kPollBit: a readiness poll for op
 
+    void push(ReactorNode& node) noexcept;
+    void wake_if_sleeping() noexcept;
     void run() noexcept;
     void take_inbox();
     void handle_node(ReactorNode* node);

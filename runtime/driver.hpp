@@ -22,6 +22,10 @@ public:
     virtual ~Driver() = default;
     /// Starts the driver's thread. Throws std::system_error (nothing left running) on failure.
     virtual void start() = 0;
+    /// Worker thread, between tasks: makes the driver act on what this thread posted since
+    /// its last flush. Workers call it whenever they run out of local work (before stealing
+    /// or parking) and every few tasks, so a posted operation never waits long.
+    virtual void flush() noexcept = 0;
     /// Called once, with every worker joined: cancels what is in flight, waits for the
     /// kernel to let go of every buffer, and stops the driver's thread. Resumes nothing.
     virtual void shutdown() noexcept = 0;

@@ -53,6 +53,10 @@ public:
     /// Installs the I/O driver (before start()).
     void set_driver(std::unique_ptr<Driver> driver) noexcept { driver_ = std::move(driver); }
     Driver* driver() const noexcept { return driver_.get(); }
+    /// Worker thread: hands the driver what this worker posted since the last flush.
+    void flush_driver() noexcept {
+        if (driver_) driver_->flush();
+    }
     /// See the protocol above. Idempotent; WrongThread from one of this runtime's workers.
     void shutdown();
 

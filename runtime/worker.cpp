@@ -27,6 +27,7 @@ void Worker::run() {
     t_worker = this;
     while (!sched_.stopping()) {
         void* task = next_task();
+        if (task == nullptr || tick_ % kDriverFlushInterval == 0) sched_.flush_driver();
         if (task == nullptr) task = steal_work();
         if (task == nullptr) task = spin_for_work();
         if (task == nullptr) {

@@ -9,6 +9,9 @@
 //      victim's deque, else take from the global queue; a searcher retries for a few
 //      microseconds (spin_for_work) before it parks.
 //   3. Otherwise park() until notified (idle.hpp, rule 4 closes the lost-wakeup window).
+// Before 2 (out of local work) and every kDriverFlushInterval-th turn, the worker flushes
+// the I/O driver: operations its tasks handed to the reactor wake the reactor once per batch
+// instead of once each (see Driver::flush).
 // A worker that found work while searching stops searching (rule 3) before running it.
 //
 // # The LIFO slot
@@ -51,6 +54,11 @@ inline constexpr std::size_t kLocalQueueCapacity = EDDY_LOCAL_QUEUE_CAPACITY;
 /// How often a busy worker looks at the global queue first. 61, like Tokio: prime so that
 /// it does not fall into step with periodic task patterns; a guess, retune with data.
 inline constexpr std::uint32_t kGlobalQueueInterval = 61;
+
+/// How often a busy worker wakes the reactor for operations its tasks posted. Batching saves
+/// an eventfd write (and a reactor wake-up) per operation; the interval bounds how long a
+/// posted operation can wait behind other tasks before it reaches the kernel.
+inline constexpr std::uint32_t kDriverFlushInterval = 16;
 
 /// Search rounds (each a pause, then a steal attempt over every victim and the global queue)
 /// before a searcher parks. Parking and being woken costs a futex round trip on both sides,

@@ -52,7 +52,7 @@ std::int64_t now_ns() noexcept {
         break;
     }
     default:
-        why = std::strerror(err);
+        why = "io_uring_setup failed";
     }
     throw std::system_error(err, std::system_category(), "eddy: io_uring is unavailable: " + why);
 }
@@ -66,18 +66,20 @@ bool pollable(IoKind k) noexcept { return k != IoKind::kFsync && k != IoKind::kO
 } // namespace
 
 Reactor::Reactor(Scheduler& sched, unsigned ring_entries) : sched_(sched), token_(sched.inject()) {
+    constexpr unsigned kMaxCqEntries = 65536;  // the kernel's limit (IORING_MAX_CQ_ENTRIES)
+    const unsigned cq_entries = ring_entries < kMaxCqEntries / 4 ? ring_entries * 4 : kMaxCqEntries;
     io_uring_params params{};
-    // A CQ four times the SQ: completions of earlier batches can pile up while new ones
+    // A CQ four times the SQ (at most the kernel's maximum): completions of earlier batches can pile up while new ones
     // are submitted. COOP_TASKRUN: the reactor enters the kernel often enough to run
     // completion work itself, without being interrupted for it (Linux 5.19+; older
     // kernels reject the flag and get a ring without it).
     params.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN;
-    params.cq_entries = ring_entries * 4;
+    params.cq_entries = cq_entries;
     int r = io_uring_queue_init_params(ring_entries, &ring_, &params);
     if (r == -EINVAL) {
         params = io_uring_params{};
         params.flags = IORING_SETUP_CQSIZE;
-        params.cq_entries = ring_entries * 4;
+        params.cq_entries = cq_entries;
         r = io_uring_queue_init_params(ring_entries, &ring_, &params);
     }
     if (r < 0) throw_unavailable(-r);

@@ -8,8 +8,8 @@
 // reached (zero or negative duration) completes without suspending. Timers are kept in a
 // heap on the reactor thread, which sleeps in the kernel until the earliest one is due: a
 // sleep costs no system call of its own. Cancelled through its stop_token, the sleep throws
-// std::system_error with std::errc::operation_canceled. Awaiting off a worker thread throws
-// eddy::WrongThread.
+// std::system_error with std::errc::operation_canceled. A sleep that has to suspend throws
+// eddy::WrongThread off a worker thread (one already due completes anywhere).
 #pragma once
 
 #include <cerrno>
@@ -75,10 +75,11 @@ template <class Rep, class Period>
 [[nodiscard]] detail::SleepAwaiter sleep(std::chrono::duration<Rep, Period> duration,
                                          std::stop_token token = {}) noexcept {
     const auto now = std::chrono::steady_clock::now();
+    // Due at once, without converting (hours::min() would overflow in the conversion).
+    if (duration <= std::chrono::duration<Rep, Period>::zero()) return detail::SleepAwaiter(now, std::move(token));
     // Saturate instead of overflowing for huge durations (e.g. hours::max()).
     const auto room = std::chrono::steady_clock::time_point::max() - now;
-    if (duration > std::chrono::duration_cast<std::chrono::duration<Rep, Period>>(room) &&
-        duration > std::chrono::duration<Rep, Period>::zero())
+    if (duration > std::chrono::duration_cast<std::chrono::duration<Rep, Period>>(room))
         return detail::SleepAwaiter(std::chrono::steady_clock::time_point::max(), std::move(token));
     return detail::SleepAwaiter(now + std::chrono::ceil<std::chrono::steady_clock::duration>(duration),
                                 std::move(token));

@@ -4,6 +4,8 @@
 #include "runtime/scheduler.hpp"
 
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -105,7 +107,16 @@ Reactor::~Reactor() {
 }
 
 void Reactor::start() {
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread([this] {
+        // A write to a pipe or socket whose reader is gone raises SIGPIPE in the thread that
+        // performs it: for io_uring, this one. Blocked here, it stays pending and harmless,
+        // and the task gets EPIPE (sends on workers use MSG_NOSIGNAL instead).
+        sigset_t pipe_only;
+        sigemptyset(&pipe_only);
+        sigaddset(&pipe_only, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &pipe_only, nullptr);
+        run();
+    });
     pthread_setname_np(thread_.native_handle(), "eddy-reactor");
 }
 

@@ -40,6 +40,7 @@ SocketAddr SocketAddr::any_v4(std::uint16_t port) noexcept { return make_v4(INAD
 SocketAddr SocketAddr::any_v6(std::uint16_t port) noexcept { return make_v6(in6addr_any, port); }
 
 SocketAddr SocketAddr::parse(std::string_view text) {
+    if (text.find('\0') != std::string_view::npos) bad(text, "contains a NUL character");
     const auto colon = text.rfind(':');
     if (colon == std::string_view::npos) bad(text, "no ':port'");
     std::string_view host = text.substr(0, colon);

@@ -22,3 +22,15 @@ std::int32_t try_send(int fd, const void* data, std::size_t len) noexcept {
 }
 
 } // namespace eddy::detail
+
+namespace eddy::detail {
+
+std::int32_t try_recv(int fd, void* data, std::size_t len) noexcept {
+    for (;;) {
+        const ssize_t n = ::recv(fd, data, len, MSG_DONTWAIT);
+        if (n >= 0) return static_cast<std::int32_t>(n);
+        if (errno != EINTR) return -errno;
+    }
+}
+
+} // namespace eddy::detail

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <eddy/runtime/detail/scheduler_api.hpp>
@@ -70,20 +71,29 @@ bool pollable(IoKind k) noexcept { return k != IoKind::kFsync && k != IoKind::kO
 Reactor::Reactor(Scheduler& sched, unsigned ring_entries) : sched_(sched), token_(sched.inject()) {
     constexpr unsigned kMaxCqEntries = 65536;  // the kernel's limit (IORING_MAX_CQ_ENTRIES)
     const unsigned cq_entries = ring_entries < kMaxCqEntries / 4 ? ring_entries * 4 : kMaxCqEntries;
+    // A CQ four times the SQ (at most the kernel's maximum): completions of earlier batches
+    // can pile up while new ones are submitted. The ring is tried with the newest flags
+    // first, then without what an older kernel rejects (-EINVAL):
+    //   DEFER_TASKRUN + SINGLE_ISSUER (6.1+): completion work runs only when the reactor
+    //     enters the kernel to wait, in one batch, instead of interrupting it each time; the
+    //     ring starts disabled (R_DISABLED) so that the reactor thread, which enables it,
+    //     becomes its single issuer.
+    //   COOP_TASKRUN (5.19+): the same without the deferral.
+    const unsigned attempts[] = {
+        IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_R_DISABLED,
+        IORING_SETUP_COOP_TASKRUN,
+        0,
+    };
     io_uring_params params{};
-    // A CQ four times the SQ (at most the kernel's maximum): completions of earlier batches can pile up while new ones
-    // are submitted. COOP_TASKRUN: the reactor enters the kernel often enough to run
-    // completion work itself, without being interrupted for it (Linux 5.19+; older
-    // kernels reject the flag and get a ring without it).
-    params.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN;
-    params.cq_entries = cq_entries;
-    int r = io_uring_queue_init_params(ring_entries, &ring_, &params);
-    if (r == -EINVAL) {
+    int r = -EINVAL;
+    for (unsigned flags : attempts) {
         params = io_uring_params{};
-        params.flags = IORING_SETUP_CQSIZE;
+        params.flags = IORING_SETUP_CQSIZE | flags;
         params.cq_entries = cq_entries;
         r = io_uring_queue_init_params(ring_entries, &ring_, &params);
+        if (r != -EINVAL) break;
     }
+    disabled_ = (params.flags & IORING_SETUP_R_DISABLED) != 0;
     if (r < 0) throw_unavailable(-r);
     if ((params.features & IORING_FEAT_NODROP) == 0 || (params.features & IORING_FEAT_EXT_ARG) == 0) {
         io_uring_queue_exit(&ring_);
@@ -115,6 +125,14 @@ void Reactor::start() {
         sigemptyset(&pipe_only);
         sigaddset(&pipe_only, SIGPIPE);
         pthread_sigmask(SIG_BLOCK, &pipe_only, nullptr);
+        if (disabled_) {
+            // This thread becomes the ring's single issuer.
+            // (liburing 2.3 declares io_uring_enable_rings() but does not export it.)
+            if (syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0) != 0) {
+                std::fprintf(stderr, "eddy: reactor: enabling the io_uring ring failed: %s\n", std::strerror(errno));
+                std::abort();
+            }
+        }
         run();
     });
     pthread_setname_np(thread_.native_handle(), "eddy-reactor");
@@ -305,6 +323,9 @@ void Reactor::start_io(IoOperation* op) {
                              op->len);
         break;
     }
+    // The worker's own attempt just found the socket not ready: have the kernel wait for
+    // readiness instead of trying (and failing) once more.
+    if (op->poll_first) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
     io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uintptr_t>(op));
     op->stage = Operation::Stage::kInFlight;
     ++pending_cqes_;

@@ -91,6 +91,7 @@ private:
     Scheduler& sched_;
     io_uring ring_{};
     int event_fd_ = -1;
+    bool disabled_ = false;  // the ring waits for the reactor thread to enable it
     std::thread thread_;
 
     // The inbox: an intrusive stack of nodes. Release CAS in post() pairs with the acquire

@@ -23,6 +23,8 @@ namespace eddy::detail {
 [[noreturn]] void throw_io_error(int negative_errno, const char* what);
 /// One non-blocking send(2) attempt (MSG_DONTWAIT | MSG_NOSIGNAL): the count, or -errno.
 std::int32_t try_send(int fd, const void* data, std::size_t len) noexcept;
+/// One non-blocking recv(2) attempt (MSG_DONTWAIT): the count, or -errno.
+std::int32_t try_recv(int fd, void* data, std::size_t len) noexcept;
 
 /// What to submit: the fields of IoOperation (see operation.hpp for their meaning).
 struct IoRequest {
@@ -62,7 +64,14 @@ public:
             // Fast path: a socket write usually fits in the send buffer. Only EAGAIN (the
             // buffer is full) goes to the reactor, which waits for room.
             op_.result = try_send(op_.fd, op_.addr, op_.len);
-            return op_.result != -EAGAIN && op_.result != -EWOULDBLOCK;
+            op_.poll_first = op_.result == -EAGAIN || op_.result == -EWOULDBLOCK;
+            return !op_.poll_first;
+        }
+        if (op_.io == IoKind::kRecv) {
+            // Likewise for a socket read: data that is already there is taken at once.
+            op_.result = try_recv(op_.fd, op_.addr, op_.len);
+            op_.poll_first = op_.result == -EAGAIN || op_.result == -EWOULDBLOCK;
+            return !op_.poll_first;
         }
         return false;
     }

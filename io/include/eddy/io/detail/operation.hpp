@@ -75,6 +75,7 @@ struct IoOperation : Operation {
     std::uint32_t len = 0;         // buffer length, or open mode
     std::uint64_t offset = 0;      // file offset (~0: the current position), or socklen_t*
     std::uint32_t op_flags = 0;    // MSG_* flags, accept/open flags
+    bool poll_first = false;       // a non-blocking attempt just failed: wait for readiness first
 };
 
 struct TimerOperation : Operation {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tools/demo.sh: the README's main command. Installs what is missing, builds eddy (release),
-# runs the examples, then the benchmark table beside the Tokio anchor (about a minute).
+# runs the examples, then the benchmark table beside the Tokio and Asio anchors (about three
+# minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh --anchors
@@ -11,6 +12,10 @@ echo "== examples/issue_program (expects 1053)"
 ./build/examples/issue_program
 echo "== examples/which_worker"
 ./build/examples/which_worker
+echo "== examples/basic_async (a local TCP server and a 100 ms sleep under when_all)"
+./build/examples/basic_async
+echo "== examples/fizzbuzz (pipes and a 100 ms timer; about 2 s)"
+./build/examples/fizzbuzz
 
 # The Tokio anchor needs cargo >= 1.65 (it uses let-else); Debian 12's own cargo is 1.63.
 anchors=../shared/anchors/tokio-bench
@@ -22,6 +27,13 @@ if [[ -d "$anchors" ]] && command -v cargo >/dev/null; then
     else
         echo "(cargo $(cargo --version | cut -d' ' -f2) is too old for the Tokio anchor: eddy only)"
     fi
+fi
+shared=../shared/anchors
+if [[ -d "$shared" ]]; then
+    echo "== building the Asio anchor and the TCP load generator"
+    make -s -C "$shared/asio-bench" asio-bench >/dev/null || echo "(Asio anchor did not build; left out)"
+    g++ -std=c++20 -O2 -pthread -o "$shared/loadgen/loadgen" "$shared/loadgen/loadgen.cpp" ||
+        echo "(loadgen did not build: echo_server is left out)"
 fi
 echo "== benchmarks (medians; shared/bench/SPEC.md)"
 ./tools/eddy-bench --quick

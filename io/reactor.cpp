@@ -2,6 +2,7 @@
 #include "io/reactor.hpp"
 
 #include "runtime/scheduler.hpp"
+#include "runtime/worker.hpp"
 
 #include <poll.h>
 #include <pthread.h>
@@ -148,11 +149,6 @@ void Reactor::shutdown() noexcept {
     thread_.join();
 }
 
-namespace {
-// The reactor this worker thread posted to since its last flush (one runtime per worker).
-thread_local Reactor* t_unflushed = nullptr;
-} // namespace
-
 void Reactor::post(ReactorNode& node) noexcept {
     push(node);
     wake_if_sleeping();
@@ -160,12 +156,11 @@ void Reactor::post(ReactorNode& node) noexcept {
 
 void Reactor::post_deferred(ReactorNode& node) noexcept {
     push(node);
-    t_unflushed = this;
+    // submit() runs on a worker of this reactor's runtime (current_reactor checked that).
+    current_worker()->note_driver_work();
 }
 
-void Reactor::flush() noexcept {
-    if (Reactor* r = std::exchange(t_unflushed, nullptr)) r->wake_if_sleeping();
-}
+void Reactor::flush() noexcept { wake_if_sleeping(); }
 
 void Reactor::push(ReactorNode& node) noexcept {
     ReactorNode* head = inbox_.load(std::memory_order_relaxed);
@@ -208,7 +203,7 @@ void Reactor::run() noexcept {
         // Acquire: pairs with shutdown()'s release store.
         if (stop_.load(std::memory_order_acquire)) break;
         if (retry_ != nullptr) {
-            io_uring_submit(&ring_);
+            io_uring_submit_and_get_events(&ring_);  // GETEVENTS: deferred completions run too
             continue;
         }
         sleep_in_kernel();
@@ -359,8 +354,10 @@ io_uring_sqe* Reactor::next_sqe() {
             io_uring_get_events(&ring_);
             if (io_uring_cq_ready(&ring_) == 0) std::this_thread::yield();
         } else if (r < 0 && r != -EINTR) {
-            std::fprintf(stderr, "eddy: reactor: io_uring_submit failed: %s; retrying\n", std::strerror(-r));
-            std::this_thread::yield();
+            // Not a passing condition (the ring itself is unusable): nothing in flight can
+            // complete any more, so no frame could ever be resumed or safely destroyed.
+            std::fprintf(stderr, "eddy: reactor: io_uring_submit failed: %s\n", std::strerror(-r));
+            std::abort();
         }
     }
 }
@@ -411,7 +408,8 @@ void Reactor::handle_cqe(std::uint64_t user_data, std::int32_t res) {
         retry_ = op;
         return;
     }
-    if (res == -EINTR) res = -ECANCELED;  // interrupted by our own cancel
+    // Cancelled while it was being retried or interrupted: report the cancellation.
+    if (op->cancel_arrived && (res == -EINTR || res == -EAGAIN)) res = -ECANCELED;
     complete(op, res);
 }
 
@@ -444,11 +442,13 @@ void Reactor::sleep_in_kernel() {
     // The eventfd read may have completed in this very round (reap()): without it armed
     // again, a post() could not wake us.
     if (!wake_armed_) arm_wake();
+    // Arming may have had to reap (a full SQ), finishing operations: deliver them first.
+    if (!ready_.empty() || retry_ != nullptr) return;
     // Seq_cst: pairs with post() (see reactor.hpp).
     sleeping_.store(true, std::memory_order_seq_cst);
     if (inbox_.load(std::memory_order_seq_cst) != nullptr) {
         sleeping_.store(false, std::memory_order_relaxed);
-        io_uring_submit(&ring_);
+        io_uring_submit_and_get_events(&ring_);
         return;
     }
     __kernel_timespec ts{};
@@ -457,7 +457,7 @@ void Reactor::sleep_in_kernel() {
         const std::int64_t delta = timers_.top()->deadline_ns - now_ns();
         if (delta <= 0) {
             sleeping_.store(false, std::memory_order_relaxed);
-            io_uring_submit(&ring_);
+            io_uring_submit_and_get_events(&ring_);
             return;
         }
         ts.tv_sec = delta / 1'000'000'000;

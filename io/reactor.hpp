@@ -2,9 +2,9 @@
 //
 // # Flow
 //   worker:  awaiter -> submit(): push the operation on the inbox (a lock-free intrusive
-//            stack). The eventfd is written only if the reactor is asleep, and only when
-//            the worker flushes (Driver::flush: out of local work, or every 16 tasks), so
-//            a worker that resumes 64 connections wakes the reactor once, not 64 times.
+//            stack). When the posting task suspends, its worker flushes (Driver::flush):
+//            the eventfd is written only if the reactor is asleep, so a task that posts
+//            several operations wakes it once, and a reactor that is awake is never woken.
 //            Cancel requests (any thread) wake it at once.
 //   reactor: take the whole inbox, turn each node into an SQE (or a heap entry for a timer),
 //            submit them with one io_uring_enter, reap every CQE there is, fire due timers,
@@ -58,7 +58,8 @@ public:
 
     /// Any thread: queues `node` for the reactor and wakes it if it sleeps.
     void post(ReactorNode& node) noexcept;
-    /// Worker thread: queues `node`; the wake-up waits for the worker's next flush().
+    /// Worker thread: queues `node`; the wake-up waits for the worker's flush(), right
+    /// after the posting task suspends.
     void post_deferred(ReactorNode& node) noexcept;
     void flush() noexcept override;
 

@@ -30,6 +30,14 @@ net::SocketAddr peer_address_of(int fd, const char* what) {
     return net::SocketAddr::from_native(reinterpret_cast<sockaddr*>(&ss), len);
 }
 
+void close_socket(io::FileDescriptor& fd) {
+    if (!fd) return;
+    // SHUT_RD, not SHUT_RDWR: it wakes pending reads and accepts without sending anything,
+    // so close(2) still decides what the peer sees (FIN, or RST with SO_LINGER 0).
+    ::shutdown(fd.get(), SHUT_RD);  // ENOTCONN for a socket never connected: nothing to end
+    fd.close();
+}
+
 void set_int_option(int fd, int level, int name, int value, const char* what) {
     if (::setsockopt(fd, level, name, &value, sizeof value) != 0) throw_errno(what);
 }

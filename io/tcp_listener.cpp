@@ -36,6 +36,8 @@ Task<std::pair<TcpStream, SocketAddr>> TcpListener::accept_with_address(std::sto
     co_return std::pair{std::move(s), SocketAddr::from_native(reinterpret_cast<sockaddr*>(&ss), len)};
 }
 
+void TcpListener::close() { detail::close_socket(fd_); }
+
 SocketAddr TcpListener::local_address() const {
     return detail::local_address_of(fd_.get(), "eddy::net::TcpListener::local_address");
 }

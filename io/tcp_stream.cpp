@@ -37,6 +37,8 @@ Task<void> TcpStream::write_all(std::span<const std::byte> data) {
     while (!data.empty()) data = data.subspan(co_await write(data));
 }
 
+void TcpStream::close() { detail::close_socket(fd_); }
+
 void TcpStream::shutdown(Shutdown how) {
     if (::shutdown(fd_.get(), static_cast<int>(how)) != 0) detail::throw_errno("eddy::net::TcpStream::shutdown");
 }

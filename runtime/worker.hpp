@@ -9,9 +9,9 @@
 //      victim's deque, else take from the global queue; a searcher retries for a few
 //      microseconds (spin_for_work) before it parks.
 //   3. Otherwise park() until notified (idle.hpp, rule 4 closes the lost-wakeup window).
-// Before 2 (out of local work) and every kDriverFlushInterval-th turn, the worker flushes
-// the I/O driver: operations its tasks handed to the reactor wake the reactor once per batch
-// instead of once each (see Driver::flush).
+// After a task that handed operations to the I/O driver suspends, the worker flushes the
+// driver (Driver::flush), which wakes the reactor if it sleeps: at once, so that a long task
+// running next cannot hold the operation back, and once per task however many it posted.
 // A worker that found work while searching stops searching (rule 3) before running it.
 //
 // # The LIFO slot
@@ -55,11 +55,6 @@ inline constexpr std::size_t kLocalQueueCapacity = EDDY_LOCAL_QUEUE_CAPACITY;
 /// it does not fall into step with periodic task patterns; a guess, retune with data.
 inline constexpr std::uint32_t kGlobalQueueInterval = 61;
 
-/// How often a busy worker wakes the reactor for operations its tasks posted. Batching saves
-/// an eventfd write (and a reactor wake-up) per operation; the interval bounds how long a
-/// posted operation can wait behind other tasks before it reaches the kernel.
-inline constexpr std::uint32_t kDriverFlushInterval = 16;
-
 /// Search rounds (each a pause, then a steal attempt over every victim and the global queue)
 /// before a searcher parks. Parking and being woken costs a futex round trip on both sides,
 /// so a short spin pays when work arrives in bursts (spawn_many with 2 workers: fewer
@@ -94,6 +89,8 @@ public:
     void push_local(void* task) noexcept;
     /// Owner thread: queues a task behind everything else runnable here (yield_now).
     void defer(void* task) { deferred_.push_back(task); }
+    /// The running task handed the I/O driver something: flush it when the task suspends.
+    void note_driver_work() noexcept { driver_pending_ = true; }
 
     /// After the thread was joined (shutdown): forgets every queued task.
     void clear_queues() noexcept;
@@ -123,6 +120,7 @@ private:
     std::deque<void*> deferred_;  // yielded tasks, oldest first
     std::uint32_t tick_ = 0;
     bool searching_ = false;
+    bool driver_pending_ = false;  // see note_driver_work()
     std::uint64_t rng_;
 };
 

@@ -248,6 +248,45 @@ TEST_CASE("sleeps on two runtimes at once use their own reactors") {
               std::move(hb))) >= 30ms);
 }
 
+TEST_CASE("durations with a narrow or fine count type sleep for their length") {
+    // int microseconds: the saturation check once cast the clock's range into `int` (it
+    // wrapped, and the sleep never ended); picoseconds would overflow the same cast.
+    Runtime rt(RuntimeConfig{.workers = 1});
+    const auto micro = rt.block_on(timed_sleep(std::chrono::duration<int, std::micro>(500)));
+    CHECK(micro >= 500us);
+    CHECK(micro < 5s);
+    const auto pico = rt.block_on(timed_sleep(std::chrono::duration<std::int64_t, std::pico>(2'000'000'000)));
+    CHECK(pico >= 2ms);
+    CHECK(pico < 5s);
+}
+
+namespace {
+
+/// Sleeps 10 ms with a task spawned right before it, which then occupies this worker until
+/// the sleep is over. The sleep reaches the reactor when this task suspends, not when the
+/// worker next runs out of work (it would not: the spinning task holds it).
+Task<bool> sleep_behind_a_busy_task() {
+    std::atomic<bool> woke{false};
+    auto spinner = eddy::spawn([](std::atomic<bool>& w) -> Task<bool> {
+        const auto deadline = Clock::now() + eddy::test::kDeadline;
+        while (!w.load())
+            if (eddy::test::past(deadline)) co_return false;
+        co_return true;
+    }(woke));
+    co_await eddy::sleep(10ms);  // resumed by the other worker
+    woke.store(true);
+    co_return co_await std::move(spinner);
+}
+
+} // namespace
+
+TEST_CASE("a sleep is armed when its task suspends, even if the next task never does") {
+    Runtime rt(RuntimeConfig{.workers = 2});
+    const auto start = Clock::now();
+    CHECK(rt.block_on(sleep_behind_a_busy_task()));
+    CHECK(Clock::now() - start < 5s);
+}
+
 TEST_CASE("awaiting a sleep off a worker thread throws WrongThread") {
     Runtime rt(RuntimeConfig{.workers = 1});  // a runtime exists, but this thread is not its worker
     bool threw = false;

@@ -15,6 +15,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <span>
 #include <stop_token>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include <eddy/io/pipe.hpp>
+#include <eddy/io/sleep.hpp>
 #include <eddy/net/socket_addr.hpp>
 #include <eddy/net/tcp_listener.hpp>
 #include <eddy/net/tcp_stream.hpp>
@@ -435,6 +437,50 @@ TEST_CASE("close() closes at once, and destruction afterwards closes nothing els
         CHECK(r.peer_address_after_close == std::errc::bad_file_descriptor);
         CHECK(r.shutdown_after_close == std::errc::bad_file_descriptor);
         CHECK(run(rt, destroy_closes(listener)) == "last words");
+    }
+}
+
+namespace {
+
+struct PendingClosed {
+    std::size_t read_result = 99;  // what the read pending during close() returned
+    std::size_t peer_read = 99;    // what the peer read afterwards
+    std::error_code accept_error;  // how the accept pending during close() ended
+};
+
+/// close() from one task while another task waits in read (or accept) on the same socket.
+Task<PendingClosed> close_while_pending(TcpListener& listener, TcpListener& closing_listener) {
+    PendingClosed r;
+    Connection c = co_await connect_pair(listener);
+    auto reader = eddy::spawn([](TcpStream& s) -> Task<std::size_t> {
+        std::array<std::byte, 16> buf;
+        co_return co_await s.read(buf);
+    }(c.server));
+    co_await eddy::sleep(std::chrono::milliseconds(20));  // let the read reach the kernel
+    c.server.close();
+    r.read_result = co_await std::move(reader);
+    std::array<std::byte, 16> buf;
+    r.peer_read = co_await c.client.read(buf);  // the peer sees end of stream
+
+    auto acceptor = eddy::spawn(error_of(closing_listener.accept()));
+    co_await eddy::sleep(std::chrono::milliseconds(20));
+    closing_listener.close();
+    r.accept_error = co_await std::move(acceptor);
+    co_return r;
+}
+
+} // namespace
+
+TEST_CASE("close() ends a read or an accept pending in another task") {
+    for (const SocketAddr& lo : loopbacks()) {
+        CAPTURE(lo.to_string());
+        auto listener = TcpListener::bind(lo);
+        auto closing = TcpListener::bind(lo);
+        Runtime rt(RuntimeConfig{.workers = 2});
+        const PendingClosed r = run(rt, close_while_pending(listener, closing));
+        CHECK(r.read_result == 0);
+        CHECK(r.peer_read == 0);
+        CHECK(r.accept_error == std::errc::invalid_argument);
     }
 }
 

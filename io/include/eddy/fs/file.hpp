@@ -41,8 +41,8 @@ public:
             {.kind = detail::IoKind::kRead, .fd = fd_.get(), .addr = buf.data(), .len = buf.size(), .offset = offset},
             "eddy::fs::File::read_at", std::move(token));
     }
-    /// Writes up to data.size() bytes at `offset`; returns the count (short only on errors
-    /// such as a full disk reported on the next call).
+    /// Writes up to data.size() bytes at `offset` (at most 1 GiB per call); returns the
+    /// count, which can be short (use write_all_at for everything).
     [[nodiscard]] detail::IoAwaiter write_at(std::span<const std::byte> data, std::uint64_t offset,
                                              std::stop_token token = {}) noexcept {
         return detail::IoAwaiter({.kind = detail::IoKind::kWrite,

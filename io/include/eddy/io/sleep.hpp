@@ -78,8 +78,11 @@ template <class Rep, class Period>
     // Due at once, without converting (hours::min() would overflow in the conversion).
     if (duration <= std::chrono::duration<Rep, Period>::zero()) return detail::SleepAwaiter(now, std::move(token));
     // Saturate instead of overflowing for huge durations (e.g. hours::max()).
+    // Compared in long double nanoseconds: casting `room` to a narrow Rep (int microseconds)
+    // would wrap, and a fine Period (picoseconds) would overflow.
+    using Wide = std::chrono::duration<long double, std::nano>;
     const auto room = std::chrono::steady_clock::time_point::max() - now;
-    if (duration > std::chrono::duration_cast<std::chrono::duration<Rep, Period>>(room))
+    if (Wide(duration) >= Wide(room))
         return detail::SleepAwaiter(std::chrono::steady_clock::time_point::max(), std::move(token));
     return detail::SleepAwaiter(now + std::chrono::ceil<std::chrono::steady_clock::duration>(duration),
                                 std::move(token));

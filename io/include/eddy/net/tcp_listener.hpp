@@ -29,7 +29,8 @@ public:
     Task<std::pair<TcpStream, SocketAddr>> accept_with_address(std::stop_token token = {});
 
     SocketAddr local_address() const;
-    void close() { fd_.close(); }
+    /// Stops listening now; an accept pending in another task fails (EINVAL).
+    void close();
     int native_handle() const noexcept { return fd_.get(); }
 
 private:

@@ -55,8 +55,11 @@ public:
     enum class Shutdown { kRead = 0, kWrite = 1, kBoth = 2 };
     /// Shuts down one or both directions (shutdown(2)): after kWrite the peer reads 0.
     void shutdown(Shutdown how = Shutdown::kWrite);
-    /// Closes the socket now; std::system_error on failure.
-    void close() { fd_.close(); }
+    /// Closes the socket now: the peer sees end of stream, and a read pending on it in
+    /// another task returns 0. (A write blocked on a full socket buffer keeps the socket
+    /// open in the kernel until it completes: cancel it through its stop_token.)
+    /// std::system_error on failure.
+    void close();
 
     /// TCP_NODELAY: send small writes at once instead of coalescing them (Nagle).
     void set_nodelay(bool on);

@@ -33,6 +33,9 @@ public:
     Task<Received> recv_from(std::span<std::byte> buf, std::stop_token token = {});
 
     SocketAddr local_address() const;
+    /// Closes the socket. A recv_from pending in another task is not woken by this (an
+    /// operation in flight keeps the socket alive in the kernel): cancel it through its
+    /// stop_token first.
     void close() { fd_.close(); }
     int native_handle() const noexcept { return fd_.get(); }
 

@@ -453,6 +453,10 @@ void Reactor::sleep_in_kernel() {
     }
     __kernel_timespec ts{};
     __kernel_timespec* timeout = nullptr;
+    // A running worker may have posted without waking us yet (it flushes in batches): look
+    // at the inbox again within kUnflushedBoundNs while any worker is unparked. Relaxed: a
+    // stale count only shortens or lengthens one sleep.
+    std::int64_t bound = sched_.idle().num_unparked() > 0 ? kUnflushedBoundNs : -1;
     if (!timers_.empty()) {
         const std::int64_t delta = timers_.top()->deadline_ns - now_ns();
         if (delta <= 0) {
@@ -460,8 +464,11 @@ void Reactor::sleep_in_kernel() {
             io_uring_submit_and_get_events(&ring_);
             return;
         }
-        ts.tv_sec = delta / 1'000'000'000;
-        ts.tv_nsec = delta % 1'000'000'000;
+        if (bound < 0 || delta < bound) bound = delta;
+    }
+    if (bound >= 0) {
+        ts.tv_sec = bound / 1'000'000'000;
+        ts.tv_nsec = bound % 1'000'000'000;
         timeout = &ts;
     }
     io_uring_cqe* cqe = nullptr;

@@ -2,10 +2,11 @@
 //
 // # Flow
 //   worker:  awaiter -> submit(): push the operation on the inbox (a lock-free intrusive
-//            stack). When the posting task suspends, its worker flushes (Driver::flush):
-//            the eventfd is written only if the reactor is asleep, so a task that posts
-//            several operations wakes it once, and a reactor that is awake is never woken.
-//            Cancel requests (any thread) wake it at once.
+//            stack). The worker flushes (Driver::flush) when it runs out of local work and
+//            every 16 tasks: the eventfd is written only then and only if the reactor is
+//            asleep, so a worker that resumes 64 connections wakes it once. While any worker
+//            is unparked, the reactor sleeps at most 1 ms, so a post behind a task that runs
+//            long is picked up anyway. Cancel requests (any thread) wake it at once.
 //   reactor: take the whole inbox, turn each node into an SQE (or a heap entry for a timer),
 //            submit them with one io_uring_enter, reap every CQE there is, fire due timers,
 //            and push every resumed frame to the injection queue in one bulk push that
@@ -68,6 +69,8 @@ private:
     static constexpr std::uint64_t kWakeTag = 1;     // the eventfd read
     static constexpr std::uint64_t kIgnoreTag = 2;   // ASYNC_CANCEL requests
     static constexpr std::uint64_t kPollBit = 4;     // op | kPollBit: a readiness poll for op
+    // The longest sleep while a worker runs: bounds how long a batched post can wait.
+    static constexpr std::int64_t kUnflushedBoundNs = 1'000'000;
 
     void push(ReactorNode& node) noexcept;
     void wake_if_sleeping() noexcept;

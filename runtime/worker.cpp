@@ -27,6 +27,10 @@ void Worker::run() {
     t_worker = this;
     while (!sched_.stopping()) {
         void* task = next_task();
+        if (driver_pending_ && (task == nullptr || tick_ % kDriverFlushInterval == 0)) {
+            driver_pending_ = false;
+            sched_.flush_driver();
+        }
         if (task == nullptr) task = steal_work();
         if (task == nullptr) task = spin_for_work();
         if (task == nullptr) {
@@ -37,10 +41,6 @@ void Worker::run() {
         // SAFETY: every queued address is a suspended coroutine frame that nobody else will
         // resume: whoever queued it handed over the right to resume it.
         std::coroutine_handle<>::from_address(task).resume();
-        if (driver_pending_) {
-            driver_pending_ = false;
-            sched_.flush_driver();
-        }
     }
     t_worker = nullptr;
 }

@@ -1,5 +1,6 @@
 // io/io_error.cpp: how a failed operation reaches the awaiting task.
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <string>
@@ -11,6 +12,13 @@ namespace eddy::detail {
 
 void throw_io_error(int negative_errno, const char* what) {
     throw std::system_error(-negative_errno, std::system_category(), what);
+}
+
+void close_unclaimed(const IoOperation& op) noexcept {
+    // The reactor wrote stage and result before the frame was queued or, at shutdown, before
+    // its thread was joined: both happen before this destructor.
+    const bool completed = op.stage == Operation::Stage::kDone || op.stage == Operation::Stage::kAwaitingCancel;
+    if (completed && op.result >= 0) ::close(op.result);
 }
 
 std::int32_t try_send(int fd, const void* data, std::size_t len) noexcept {

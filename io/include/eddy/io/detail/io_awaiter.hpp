@@ -23,6 +23,9 @@ namespace eddy::detail {
 [[noreturn]] void throw_io_error(int negative_errno, const char* what);
 /// One non-blocking send(2) attempt (MSG_DONTWAIT | MSG_NOSIGNAL): the count, or -errno.
 std::int32_t try_send(int fd, const void* data, std::size_t len) noexcept;
+/// Closes the descriptor an accept or open produced if nobody took it: the frame was
+/// destroyed (runtime shutdown) after the kernel's completion but before it resumed.
+void close_unclaimed(const IoOperation& op) noexcept;
 /// One non-blocking recv(2) attempt (MSG_DONTWAIT): the count, or -errno.
 std::int32_t try_recv(int fd, void* data, std::size_t len) noexcept;
 
@@ -52,6 +55,9 @@ public:
     }
     IoAwaiter(const IoAwaiter&) = delete;
     IoAwaiter& operator=(const IoAwaiter&) = delete;
+    ~IoAwaiter() {
+        if (!delivered_ && (op_.io == IoKind::kAccept || op_.io == IoKind::kOpenAt)) close_unclaimed(op_);
+    }
 
     IoOperation& op() noexcept { return op_; }
 
@@ -85,6 +91,7 @@ public:
     }
 
     std::size_t await_resume() {
+        delivered_ = true;
         if (op_.result < 0) throw_io_error(op_.result, what_);
         return static_cast<std::size_t>(op_.result);
     }
@@ -92,6 +99,7 @@ public:
 private:
     IoOperation op_;
     const char* what_;
+    bool delivered_ = false;  // await_resume took the result
     std::stop_token token_;
     // Destroyed before op_: its destructor waits for a callback running on another thread.
     std::optional<std::stop_callback<CancelOnStop>> on_stop_;

@@ -1,5 +1,6 @@
 // io/io_error.cpp: how a failed operation reaches the awaiting task.
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,6 +20,17 @@ void close_unclaimed(const IoOperation& op) noexcept {
     // its thread was joined: both happen before this destructor.
     const bool completed = op.stage == Operation::Stage::kDone || op.stage == Operation::Stage::kAwaitingCancel;
     if (completed && op.result >= 0) ::close(op.result);
+}
+
+std::int32_t try_read(int fd, void* data, std::size_t len, std::uint64_t offset) noexcept {
+    iovec iov{data, len};
+    // offset ~0 is -1 as off_t: the current file position, as for read(2).
+    const off_t off = offset == ~std::uint64_t{0} ? -1 : static_cast<off_t>(offset);
+    for (;;) {
+        const ssize_t n = ::preadv2(fd, &iov, 1, off, RWF_NOWAIT);
+        if (n >= 0) return static_cast<std::int32_t>(n);
+        if (errno != EINTR) return -errno;
+    }
 }
 
 std::int32_t try_send(int fd, const void* data, std::size_t len) noexcept {

@@ -5,8 +5,9 @@
 //     std::size_t n = co_await f.read_at(buf, offset);     // 0 at end of file
 //     co_await out.write_at(bytes, 0);  co_await out.fsync();  out.close();
 //
-// Opening, reading, writing and fsync go through io_uring (a page-cache hit completes at
-// submission; anything else runs in the kernel's workers, never on an eddy worker).
+// A read first tries preadv2(RWF_NOWAIT) on the worker: what the page cache holds is copied
+// at once, without a trip through the reactor. Everything else (a cache miss, opening,
+// writing, fsync) goes through io_uring and never blocks an eddy worker.
 // Errors are std::system_error carrying the errno (ENOENT, EACCES, EISDIR, ...).
 // O_CLOEXEC is always added. The file closes on destruction; close() reports errors.
 #pragma once

@@ -4,7 +4,8 @@
 //     n = co_await eddy::io::write(fd, data);              // may be short, like write(2)
 //
 // The descriptor may be blocking or not (a non-blocking one that is not ready is polled for
-// readiness, then retried). Reads and writes use the file position, like read(2)/write(2).
+// readiness, then retried). A read first tries preadv2(RWF_NOWAIT) on the worker, so data
+// that is already there (page cache, a filled pipe) costs no trip through the reactor. Reads and writes use the file position, like read(2)/write(2).
 // Errors are std::system_error carrying the errno (e.g. EBADF); a stop requested on
 // `token` cancels the operation (std::errc::operation_canceled) once the kernel has let go
 // of the buffer. `buf` must stay valid until the co_await returns.

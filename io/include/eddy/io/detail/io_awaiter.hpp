@@ -26,6 +26,9 @@ std::int32_t try_send(int fd, const void* data, std::size_t len) noexcept;
 /// Closes the descriptor an accept or open produced if nobody took it: the frame was
 /// destroyed (runtime shutdown) after the kernel's completion but before it resumed.
 void close_unclaimed(const IoOperation& op) noexcept;
+/// One preadv2(RWF_NOWAIT) attempt (page cache only, never blocks): the count, or -errno
+/// (-EAGAIN when the data is not cached or the descriptor is not ready).
+std::int32_t try_read(int fd, void* data, std::size_t len, std::uint64_t offset) noexcept;
 /// One non-blocking recv(2) attempt (MSG_DONTWAIT): the count, or -errno.
 std::int32_t try_recv(int fd, void* data, std::size_t len) noexcept;
 
@@ -72,6 +75,12 @@ public:
             op_.result = try_send(op_.fd, op_.addr, op_.len);
             op_.poll_first = op_.result == -EAGAIN || op_.result == -EWOULDBLOCK;
             return !op_.poll_first;
+        }
+        if (op_.io == IoKind::kRead) {
+            // A read that the page cache (or a ready pipe) can serve is served here, on the
+            // worker: no reactor round trip. Only what would block goes to the ring.
+            op_.result = try_read(op_.fd, op_.addr, op_.len, op_.offset);
+            return op_.result != -EAGAIN && op_.result != -EWOULDBLOCK && op_.result != -EOPNOTSUPP;
         }
         if (op_.io == IoKind::kRecv) {
             // Likewise for a socket read: data that is already there is taken at once.

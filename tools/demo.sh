@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/demo.sh: the README's main command. Installs what is missing, builds eddy (release),
-# runs the examples, then the benchmark table beside the Tokio and Asio anchors (about three
+# runs the examples, then the benchmark table beside the Tokio and Asio anchors (about two
 # minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -12,10 +12,8 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cstddef>
-#include <span>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -39,6 +37,8 @@ using eddy::Task;
 using eddy::net::SocketAddr;
 using eddy::net::TcpListener;
 using eddy::net::TcpStream;
+using eddy::test::echo;
+using eddy::test::read_to_end;
 using eddy::test::run;
 
 namespace {
@@ -52,16 +52,6 @@ std::string message_for(int id) {
     const std::size_t extra = static_cast<std::size_t>(id % 7 == 0 ? 9000 + id : id % 50);
     for (std::size_t i = 0; i < extra; ++i) m.push_back(static_cast<char>('a' + (id + i) % 26));
     return m;
-}
-
-/// Echoes until end of stream, then closes.
-Task<void> echo(TcpStream s) {
-    std::array<std::byte, 4096> buf;
-    for (;;) {
-        const std::size_t n = co_await s.read(buf);
-        if (n == 0) co_return;
-        co_await s.write_all(std::span(buf).first(n));
-    }
 }
 
 /// Accepts exactly `n` connections, one echo task each; returns when all echoes are done.
@@ -83,14 +73,7 @@ Task<bool> client(SocketAddr addr, int id) {
     TcpStream s = co_await TcpStream::connect(addr);
     co_await s.write_all(msg);
     s.shutdown(TcpStream::Shutdown::kWrite);
-    std::string back;
-    std::array<std::byte, 4096> buf;
-    for (;;) {
-        const std::size_t n = co_await s.read(buf);
-        if (n == 0) break;
-        back += eddy::test::text(std::span(buf).first(n));
-    }
-    co_return back == msg;
+    co_return co_await read_to_end(s) == msg;
 }
 
 Task<std::pair<int, std::vector<bool>>> session(TcpListener& listener) {

@@ -47,27 +47,17 @@ using eddy::net::TcpListener;
 using eddy::net::TcpStream;
 using eddy::net::UdpSocket;
 using eddy::test::bytes;
+using eddy::test::Connection;
+using eddy::test::connect_pair;
 using eddy::test::error_of;
 using eddy::test::kDeadline;
 using eddy::test::loopbacks;
 using eddy::test::past;
+using eddy::test::read_some;
 using eddy::test::run;
+using eddy::test::write_some;
 
 namespace {
-
-struct Connection {
-    TcpStream client;
-    TcpStream server;
-};
-
-Task<Connection> connect_pair(TcpListener& listener) {
-    TcpStream client = co_await TcpStream::connect(listener.local_address());
-    TcpStream server = co_await listener.accept();
-    co_return Connection{std::move(client), std::move(server)};
-}
-
-Task<std::size_t> read_some(TcpStream& s, std::span<std::byte> buf) { co_return co_await s.read(buf); }
-Task<std::size_t> write_some(TcpStream& s, std::span<const std::byte> data) { co_return co_await s.write(data); }
 
 /// Closes `s` with a RST instead of a FIN.
 void reset(TcpStream& s) {

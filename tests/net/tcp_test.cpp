@@ -46,10 +46,15 @@ using eddy::net::SocketAddr;
 using eddy::net::TcpListener;
 using eddy::net::TcpStream;
 using eddy::test::bytes;
+using eddy::test::Connection;
+using eddy::test::connect_pair;
+using eddy::test::echo;
 using eddy::test::error_of;
 using eddy::test::loopbacks;
+using eddy::test::read_to_end;
 using eddy::test::run;
 using eddy::test::text;
+using eddy::test::write_some;
 
 namespace {
 
@@ -57,32 +62,6 @@ namespace {
 SocketAddr loopback_like(const SocketAddr& lo, std::uint16_t port) {
     return lo.is_v4() ? SocketAddr::loopback_v4(port) : SocketAddr::loopback_v6(port);
 }
-
-struct Connection {
-    TcpStream client;
-    TcpStream server;
-};
-
-/// A connected pair: the client connects (the kernel completes the handshake from the
-/// backlog), then the listener accepts it.
-Task<Connection> connect_pair(TcpListener& listener) {
-    TcpStream client = co_await TcpStream::connect(listener.local_address());
-    TcpStream server = co_await listener.accept();
-    co_return Connection{std::move(client), std::move(server)};
-}
-
-/// Reads until end of stream; returns everything read.
-Task<std::string> read_to_end(TcpStream& s) {
-    std::string out;
-    std::array<std::byte, 4096> buf;
-    for (;;) {
-        const std::size_t n = co_await s.read(buf);
-        if (n == 0) co_return out;
-        out += text(std::span(buf).first(n));
-    }
-}
-
-Task<std::size_t> write_some(TcpStream& s, std::span<const std::byte> data) { co_return co_await s.write(data); }
 
 } // namespace
 
@@ -516,20 +495,11 @@ TEST_CASE("set_nodelay toggles TCP_NODELAY") {
 
 namespace {
 
-// The echo server: one task per connection, spawned from the accept loop.
-Task<void> serve(TcpStream socket) {
-    std::array<std::byte, 4096> buf;
-    for (;;) {
-        const std::size_t n = co_await socket.read(buf);
-        if (n == 0) co_return;
-        co_await socket.write_all(std::span(buf).first(n));
-    }
-}
-
+// The echo server: one echo task per connection, spawned from the accept loop.
 Task<void> listen(TcpListener& listener, std::stop_token stop) {
     for (;;) {
         TcpStream socket = co_await listener.accept(stop);
-        eddy::spawn(serve(std::move(socket)));  // the handle is dropped: the task runs on
+        eddy::spawn(echo(std::move(socket)));  // the handle is dropped: the task runs on
     }
 }
 

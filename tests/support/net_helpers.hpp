@@ -3,8 +3,9 @@
 //
 // run() drives one task on a runtime and waits for it with kDeadline, so a lost wake-up fails
 // the test instead of hanging it; TempDir is a scratch directory under /tmp that removes
-// itself; the rest converts between text and bytes, makes test payloads, and adjusts socket
-// options and RLIMIT_NOFILE.
+// itself; the TCP helpers make a connected pair, read to end of stream and echo; the rest
+// converts between text and bytes, makes test payloads, and adjusts socket options and
+// RLIMIT_NOFILE.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -14,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
@@ -32,6 +34,8 @@
 #include <vector>
 
 #include <eddy/net/socket_addr.hpp>
+#include <eddy/net/tcp_listener.hpp>
+#include <eddy/net/tcp_stream.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/tasks/task.hpp>
 
@@ -79,6 +83,47 @@ Task<std::error_code> error_of(Task<T> task) {
 
 inline std::span<const std::byte> bytes(std::string_view s) { return std::as_bytes(std::span(s)); }
 inline std::string text(std::span<const std::byte> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
+
+/// Both ends of one TCP connection.
+struct Connection {
+    net::TcpStream client;
+    net::TcpStream server;
+};
+
+/// A connected pair: the client connects (the kernel completes the handshake from the
+/// backlog), then the listener accepts it.
+inline Task<Connection> connect_pair(net::TcpListener& listener) {
+    net::TcpStream client = co_await net::TcpStream::connect(listener.local_address());
+    net::TcpStream server = co_await listener.accept();
+    co_return Connection{std::move(client), std::move(server)};
+}
+
+/// One read or one write as a task of its own, so error_of() can take what it throws.
+inline Task<std::size_t> read_some(net::TcpStream& s, std::span<std::byte> buf) { co_return co_await s.read(buf); }
+inline Task<std::size_t> write_some(net::TcpStream& s, std::span<const std::byte> data) {
+    co_return co_await s.write(data);
+}
+
+/// Reads until end of stream; returns everything read.
+inline Task<std::string> read_to_end(net::TcpStream& s) {
+    std::string out;
+    std::array<std::byte, 4096> buf;
+    for (;;) {
+        const std::size_t n = co_await s.read(buf);
+        if (n == 0) co_return out;
+        out += text(std::span(buf).first(n));
+    }
+}
+
+/// Echoes everything `s` reads back to it until end of stream, then closes it.
+inline Task<void> echo(net::TcpStream s) {
+    std::array<std::byte, 4096> buf;
+    for (;;) {
+        const std::size_t n = co_await s.read(buf);
+        if (n == 0) co_return;
+        co_await s.write_all(std::span(buf).first(n));
+    }
+}
 
 /// A payload that is not periodic at any small period, so a lost, repeated or reordered chunk
 /// shows up as a mismatch.

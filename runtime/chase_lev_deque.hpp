@@ -9,7 +9,7 @@
 //   * No standalone fences. The paper's two seq_cst fences (between the store to `bottom` and
 //     the load of `top` in pop; between the loads of `top` and `bottom` in steal) become
 //     seq_cst operations on those variables. ThreadSanitizer does not model
-//     std::atomic_thread_fence; it does model seq_cst accesses, so every synchronization
+//     standalone thread fences; it does model seq_cst accesses, so every synchronization
 //     here is visible to it. Slots are relaxed atomics: a thief may read a slot the owner is
 //     about to reuse, and discards what it read when its CAS on `top` fails.
 //

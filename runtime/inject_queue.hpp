@@ -5,7 +5,7 @@
 // all the scheduler needs: nothing in eddy relies on global FIFO across producers.
 //
 // # ThreadSanitizer: the one allowed exception in eddy
-// ConcurrentQueue synchronizes with standalone std::atomic_thread_fence, which TSan does not
+// ConcurrentQueue synchronizes with standalone thread fences, which TSan does not
 // model: it reports false races inside enqueue/try_dequeue (seen with 4 producers and 3
 // consumers), and g++ 12 rejects the fences under -fsanitize=thread with -Wtsan (an error with
 // -Werror). So, in TSan builds only, this adapter

@@ -251,7 +251,7 @@ TEST_CASE("a stop requested after the operation completed is harmless") {
     CHECK(rt.block_on(round_trip(p.read_end.get(), p.write_end.get(), "still fine")) == "still fine");
 }
 
-TEST_CASE("race: a write and a stop request at the same time deliver each byte exactly once") {
+TEST_CASE("a write and a stop request at the same time deliver each byte exactly once") {
     constexpr int kIterations = 2000;
     Runtime rt(RuntimeConfig{.workers = 2});
     struct Tally {

@@ -183,7 +183,6 @@ void Reactor::wake_if_sleeping() noexcept {
 
 void Reactor::run() noexcept {
     while (true) {
-        if (!wake_armed_) arm_wake();
         take_inbox();
         // Retries first: they may need SQEs, which reap() never takes.
         for (ReactorNode* n = std::exchange(retry_, nullptr); n != nullptr;) {
@@ -439,8 +438,8 @@ void Reactor::flush_ready() {
 }
 
 void Reactor::sleep_in_kernel() {
-    // The eventfd read may have completed in this very round (reap()): without it armed
-    // again, a post() could not wake us.
+    // The eventfd read is (re)armed here, the one place that needs it: it may have
+    // completed in this very round (reap()), and without it a post() could not wake us.
     if (!wake_armed_) arm_wake();
     // Arming may have had to reap (a full SQ), finishing operations: deliver them first.
     if (!ready_.empty() || retry_ != nullptr) return;

@@ -24,8 +24,6 @@ namespace eddy {
 
 namespace detail {
 
-[[noreturn]] void throw_io_error(int negative_errno, const char* what);
-
 class SleepAwaiter {
 public:
     SleepAwaiter(std::chrono::steady_clock::time_point deadline, std::stop_token token) noexcept

@@ -19,18 +19,15 @@
 
 namespace eddy::detail {
 
-/// Throws std::system_error for a negative kernel result; `what` names the operation.
-[[noreturn]] void throw_io_error(int negative_errno, const char* what);
-/// One non-blocking send(2) attempt (MSG_DONTWAIT | MSG_NOSIGNAL): the count, or -errno.
-std::int32_t try_send(int fd, const void* data, std::size_t len) noexcept;
 /// Closes the descriptor an accept or open produced if nobody took it: the frame was
 /// destroyed (runtime shutdown) after the kernel's completion but before it resumed.
 void close_unclaimed(const IoOperation& op) noexcept;
-/// One preadv2(RWF_NOWAIT) attempt (page cache only, never blocks): the count, or -errno
-/// (-EAGAIN when the data is not cached or the descriptor is not ready).
-std::int32_t try_read(int fd, void* data, std::size_t len, std::uint64_t offset) noexcept;
-/// One non-blocking recv(2) attempt (MSG_DONTWAIT): the count, or -errno.
-std::int32_t try_recv(int fd, void* data, std::size_t len) noexcept;
+/// The fast path on the worker, for the kinds that have one: one non-blocking attempt
+/// (send/recv with MSG_DONTWAIT, a read with preadv2(RWF_NOWAIT), served from the page cache
+/// or a ready pipe). True when it settled the operation (op.result is the count or -errno);
+/// false when the operation must go to the reactor (then op.poll_first says whether the
+/// kernel should wait for readiness before trying).
+bool try_now(IoOperation& op) noexcept;
 
 /// What to submit: the fields of IoOperation (see operation.hpp for their meaning).
 struct IoRequest {
@@ -69,26 +66,9 @@ public:
             op_.result = -ECANCELED;
             return true;
         }
-        if (op_.io == IoKind::kSend) {
-            // Fast path: a socket write usually fits in the send buffer. Only EAGAIN (the
-            // buffer is full) goes to the reactor, which waits for room.
-            op_.result = try_send(op_.fd, op_.addr, op_.len);
-            op_.poll_first = op_.result == -EAGAIN || op_.result == -EWOULDBLOCK;
-            return !op_.poll_first;
-        }
-        if (op_.io == IoKind::kRead) {
-            // A read that the page cache (or a ready pipe) can serve is served here, on the
-            // worker: no reactor round trip. Only what would block goes to the ring.
-            op_.result = try_read(op_.fd, op_.addr, op_.len, op_.offset);
-            return op_.result != -EAGAIN && op_.result != -EWOULDBLOCK && op_.result != -EOPNOTSUPP;
-        }
-        if (op_.io == IoKind::kRecv) {
-            // Likewise for a socket read: data that is already there is taken at once.
-            op_.result = try_recv(op_.fd, op_.addr, op_.len);
-            op_.poll_first = op_.result == -EAGAIN || op_.result == -EWOULDBLOCK;
-            return !op_.poll_first;
-        }
-        return false;
+        // A socket write usually fits in the send buffer, and data already there (socket,
+        // page cache, pipe) is taken at once: only what would block goes to the reactor.
+        return try_now(op_);
     }
 
     void await_suspend(std::coroutine_handle<> h) {

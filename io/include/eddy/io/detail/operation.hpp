@@ -93,6 +93,9 @@ void submit(Reactor& reactor, Operation& op) noexcept;
 /// Asks the reactor to cancel `op` (see the protocol above). Any thread.
 void request_cancel(Operation& op) noexcept;
 
+/// Throws std::system_error for a negative kernel result; `what` names the operation.
+[[noreturn]] void throw_io_error(int negative_errno, const char* what);
+
 /// Cancels an operation when its stop_token is triggered.
 struct CancelOnStop {
     Operation* op;

@@ -57,6 +57,7 @@
 
 #include "tests/support/counted.hpp"
 #include "tests/support/io_helpers.hpp"
+#include "tests/support/watchdog.hpp"
 
 #include <doctest/doctest.h>
 
@@ -139,7 +140,7 @@ constexpr int kSleepsEach = 25;
 constexpr int kConnectionsPerConnector = 100;    // case 2, per round
 constexpr std::size_t kMaxMessage = 160 * 1024;  // more than a pipe holds (64 KiB)
 constexpr std::size_t kMaxChunk = 8 * 1024;      // reader buffers and writer chunks in case 2
-constexpr auto kWatchdogLimit = std::chrono::minutes(3);
+constexpr std::chrono::seconds kWatchdogLimit = std::chrono::minutes(3);
 
 int env_int(const char* name, int fallback) {
     const char* v = std::getenv(name);
@@ -321,47 +322,6 @@ eddy::RuntimeConfig config_for(Ctx& ctx, const Config& c) {
     };
 }
 
-/// Ends the process with `what` and the round's status unless destroyed within
-/// kWatchdogLimit. EDDY_STRESS_HANG_PAUSE=1: waits for a debugger instead of exiting.
-class Watchdog {
-public:
-    Watchdog(std::string what, const Ctx& ctx) : what_(std::move(what)), ctx_(ctx), thread_([this] { watch(); }) {}
-    ~Watchdog() {
-        {
-            std::lock_guard lock(mutex_);
-            disarmed_ = true;
-            cv_.notify_all();
-        }
-        thread_.join();
-    }
-    Watchdog(const Watchdog&) = delete;
-    Watchdog& operator=(const Watchdog&) = delete;
-
-private:
-    void watch() {
-        std::unique_lock lock(mutex_);
-        if (cv_.wait_for(lock, kWatchdogLimit, [&] { return disarmed_; })) return;
-        std::fprintf(stderr, "io_stress: HANG: %s did not finish within %lld s\n  %s\n", what_.c_str(),
-                     static_cast<long long>(std::chrono::seconds(kWatchdogLimit).count()), ctx_.status().c_str());
-        std::fflush(stderr);
-        if (const char* p = std::getenv("EDDY_STRESS_HANG_PAUSE"); p != nullptr && *p == '1') {
-            std::fprintf(stderr, "io_stress: pid %d paused for a debugger (gdb -p %d)\n", static_cast<int>(::getpid()),
-                         static_cast<int>(::getpid()));
-            std::fflush(stderr);
-            for (;;) std::this_thread::sleep_for(1h);
-        }
-        // _Exit, not abort: no signal handler (doctest's, TSan's) runs on a hung process.
-        std::_Exit(EXIT_FAILURE);
-    }
-
-    std::string what_;
-    const Ctx& ctx_;
-    std::mutex mutex_;
-    std::condition_variable cv_;
-    bool disarmed_ = false;  // guarded by mutex_
-    std::thread thread_;     // last: starts once the fields above exist
-};
-
 /// The descriptors open in this process, each with what it is ("socket:[1234] 127.0.0.1:5
 /// <- 127.0.0.1:6" for a connected socket), to name a leaked one.
 std::map<int, std::string> open_fds() {
@@ -407,10 +367,12 @@ void for_each_round(const char* name, int case_id, int default_rounds, Body body
         const auto fds_before = open_fds();
         Ctx ctx(seed);
         {
-            Watchdog watchdog(std::string(name) + ", EDDY_STRESS_SEED=" + std::to_string(base) + " round " +
-                                  std::to_string(round) + " (" + std::to_string(config.workers) + " workers, " +
-                                  std::to_string(config.ring_entries) + " ring entries)",
-                              ctx);
+            eddy::test::Watchdog watchdog(
+                "io_stress",
+                std::string(name) + ", EDDY_STRESS_SEED=" + std::to_string(base) + " round " + std::to_string(round) +
+                    " (" + std::to_string(config.workers) + " workers, " + std::to_string(config.ring_entries) +
+                    " ring entries)",
+                kWatchdogLimit, [&ctx] { return ctx.status(); });
             body(ctx, config, round);
         }
         INFO("problems:" << ctx.problems.describe());

@@ -17,19 +17,10 @@
 // if the round has not finished after a few minutes (a round takes well under a second): a
 // lost task or a lost wake-up then shows up as a named failure instead of a meson timeout.
 
-// The public headers one by one: they are what <eddy/eddy.hpp> includes, but the umbrella
-// lives in io/, whose include directory the stress tests' dependency does not carry.
-#include <eddy/runtime/config.hpp>
-#include <eddy/runtime/join_handle.hpp>
-#include <eddy/runtime/runtime.hpp>
-#include <eddy/runtime/spawn.hpp>
-#include <eddy/runtime/this_worker.hpp>
-#include <eddy/runtime/when_all.hpp>
-#include <eddy/runtime/yield_now.hpp>
-#include <eddy/tasks/errors.hpp>
-#include <eddy/tasks/task.hpp>
+#include <eddy/eddy.hpp>
 
 #include "support/counted.hpp"
+#include "support/watchdog.hpp"
 
 #include <doctest/doctest.h>
 
@@ -103,39 +94,6 @@ private:
     mutable std::mutex mutex_;
     std::condition_variable cv_;
     long value_ = 0;  // guarded by mutex_
-};
-
-/// Ends the process with `what` unless disarmed (destroyed) within a very coarse limit.
-class Watchdog {
-public:
-    explicit Watchdog(std::string what) : what_(std::move(what)), thread_([this] { watch(); }) {}
-    ~Watchdog() {
-        {
-            std::lock_guard lock(mutex_);
-            disarmed_ = true;
-            cv_.notify_all();
-        }
-        thread_.join();
-    }
-    Watchdog(const Watchdog&) = delete;
-    Watchdog& operator=(const Watchdog&) = delete;
-
-private:
-    void watch() {
-        std::unique_lock lock(mutex_);
-        if (!cv_.wait_for(lock, std::chrono::minutes(3), [&] { return disarmed_; })) {
-            std::fprintf(stderr, "runtime_stress: HANG: %s did not finish within 3 minutes\n", what_.c_str());
-            std::fflush(stderr);
-            // _Exit, not abort: no signal handler (doctest's, TSan's) runs on a hung process.
-            std::_Exit(EXIT_FAILURE);
-        }
-    }
-
-    std::string what_;
-    std::mutex mutex_;
-    std::condition_variable cv_;
-    bool disarmed_ = false;  // guarded by mutex_
-    std::thread thread_;     // last: starts once the fields above exist
 };
 
 struct Boom : std::runtime_error {
@@ -392,8 +350,10 @@ void for_each_configuration(Body body) {
         for (int round = 0; round < kRounds; ++round) {
             CAPTURE(workers);
             CAPTURE(round);
-            Watchdog watchdog("\"" + name + "\" with " + std::to_string(workers) + " workers, round " +
-                              std::to_string(round));
+            eddy::test::Watchdog watchdog("runtime_stress",
+                                          "\"" + name + "\" with " + std::to_string(workers) + " workers, round " +
+                                              std::to_string(round),
+                                          std::chrono::minutes(3));
             body(workers);
         }
     }

@@ -4,10 +4,12 @@
 #include <system_error>
 
 #include <eddy/io/detail/io_awaiter.hpp>
+#include <eddy/tasks/errors.hpp>
 
 namespace eddy::detail {
 
 void throw_io_error(int negative_errno, const char* what) {
+    if (negative_errno == -ECANCELED) throw OperationCancelled(what);
     throw std::system_error(-negative_errno, std::system_category(), what);
 }
 

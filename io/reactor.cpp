@@ -549,8 +549,11 @@ Reactor& current_reactor(const char* what) {
 void submit(Reactor& reactor, Operation& op) noexcept { reactor.post_deferred(op); }
 
 void request_cancel(Operation& op) noexcept {
-    // Acq_rel: pairs with complete()'s fetch_or (see operation.hpp).
-    if ((op.cancel_flags.fetch_or(Operation::kCancelRequested, std::memory_order_acq_rel) & Operation::kCompleted) == 0)
+    // Acq_rel: pairs with complete()'s fetch_or (see operation.hpp). The node is posted at
+    // most once: a second request (the task's cancellation after the call's own token) finds
+    // kCancelRequested set.
+    constexpr std::uint8_t kEither = Operation::kCancelRequested | Operation::kCompleted;
+    if ((op.cancel_flags.fetch_or(Operation::kCancelRequested, std::memory_order_acq_rel) & kEither) == 0)
         op.reactor->post(op.cancel_node);
 }
 

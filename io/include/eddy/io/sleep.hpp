@@ -7,8 +7,9 @@
 // A timer never fires early: the task resumes at or after the deadline. A deadline already
 // reached (zero or negative duration) completes without suspending. Timers are kept in a
 // heap on the reactor thread, which sleeps in the kernel until the earliest one is due: a
-// sleep costs no system call of its own. Cancelled through its stop_token, the sleep throws
-// std::system_error with std::errc::operation_canceled. A sleep that has to suspend throws
+// sleep costs no system call of its own. Cancelled through its stop_token or the task's
+// cancellation, the sleep throws eddy::OperationCancelled (a std::system_error with
+// std::errc::operation_canceled). A sleep that has to suspend throws
 // eddy::WrongThread off a worker thread (one already due completes anywhere).
 #pragma once
 
@@ -19,6 +20,7 @@
 #include <stop_token>
 
 #include <eddy/io/detail/operation.hpp>
+#include <eddy/tasks/detail/promise.hpp>
 
 namespace eddy {
 
@@ -33,6 +35,8 @@ public:
     SleepAwaiter(const SleepAwaiter&) = delete;
     SleepAwaiter& operator=(const SleepAwaiter&) = delete;
 
+    /// Ready (no suspension) when the deadline has passed, or when the call's token is
+    /// stopped already (then ECANCELED).
     bool await_ready() noexcept {
         if (token_.stop_requested()) {
             op_.result = -ECANCELED;
@@ -42,12 +46,23 @@ public:
         return op_.deadline_ns <= std::chrono::duration_cast<std::chrono::nanoseconds>(now).count();
     }
 
-    void await_suspend(std::coroutine_handle<> h) {
+    /// Does not suspend (ECANCELED) when the task's cancellation is stopped already.
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) {
+        const std::stop_token* task = detail::cancellation_of(h);
+        if (stop_requested(task)) {
+            op_.result = -ECANCELED;
+            return false;
+        }
         Reactor& reactor = current_reactor("eddy::sleep");
         op_.waiter = h;
         op_.reactor = &reactor;
-        if (token_.stop_possible()) on_stop_.emplace(token_, CancelOnStop{&op_});
+        if (!cancel_.arm(op_, token_, task)) {
+            op_.result = -ECANCELED;
+            return false;
+        }
         submit(reactor, op_);  // the last touch: see operation.hpp
+        return true;
     }
 
     void await_resume() const {
@@ -57,7 +72,7 @@ public:
 private:
     TimerOperation op_;
     std::stop_token token_;
-    std::optional<std::stop_callback<CancelOnStop>> on_stop_;
+    CancelRegistration cancel_;  // destroyed before op_
 };
 
 } // namespace detail

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <stdexcept>
+#include <system_error>
 
 namespace eddy {
 
@@ -29,6 +30,32 @@ public:
 class WrongThread : public std::logic_error {
 public:
     using std::logic_error::logic_error;
+};
+
+/// The task was cancelled while it waited (its own stop_token, a combinator such as
+/// when_any / with_timeout / TaskGroup cancelling it, or its parent's cancellation), or it
+/// reached a cancellation point (`this_task::check_cancelled()`) after a stop request.
+/// A std::system_error with std::errc::operation_canceled, so code that checks the error
+/// code keeps working; catch OperationCancelled to tell cancellation from other failures.
+class OperationCancelled : public std::system_error {
+public:
+    explicit OperationCancelled(const char* what = "eddy: operation cancelled")
+        : std::system_error(std::make_error_code(std::errc::operation_canceled), what) {}
+};
+
+/// eddy::with_timeout: the task did not finish in time (it was cancelled and has stopped).
+/// A std::system_error with std::errc::timed_out.
+class TimedOut : public std::system_error {
+public:
+    explicit TimedOut(const char* what = "eddy::with_timeout: the task timed out")
+        : std::system_error(std::make_error_code(std::errc::timed_out), what) {}
+};
+
+/// Sending on a closed eddy::Channel or oneshot::Sender whose receiver is gone; receiving
+/// from a oneshot whose sender was dropped without sending.
+class ChannelClosed : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
 };
 
 } // namespace eddy

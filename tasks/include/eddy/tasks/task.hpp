@@ -17,11 +17,17 @@
 // finished) destroys the frame. `Task<T&>` returns a reference; the referent must outlive the
 // awaiter's use of it. `Task<void>` returns nothing.
 //
+// Cancellation. An awaited task runs under its awaiter's cancellation (a std::stop_token):
+// cancelling a task (when_any, with_timeout, TaskGroup, or a token of your own through
+// with_stop_token) cancels whatever it and the tasks it awaits are suspended on. See
+// eddy/tasks/cancellation.hpp.
+//
 // Misuse. Awaiting or spawning an empty Task (default-constructed, moved-from, or already
 // awaited) throws eddy::BrokenTask at the co_await (or spawn) expression.
 #pragma once
 
 #include <coroutine>
+#include <stop_token>
 #include <utility>
 
 #include <eddy/tasks/detail/promise.hpp>
@@ -58,9 +64,19 @@ public:
             if (!task_.handle_) throw BrokenTask("eddy: awaiting an empty Task (moved-from, "
                                                  "default-constructed or already awaited)");
         }
+        /// Awaits under a given cancellation instead of the awaiter's (shield, with_stop_token).
+        Awaiter(Task& task, const std::stop_token* cancellation) : Awaiter(task) {
+            fixed_ = cancellation;
+            inherit_ = false;
+        }
         bool await_ready() const noexcept { return false; }
-        std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiter) noexcept {
-            task_.handle_.promise().set_continuation(awaiter);
+        template <class P>
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> awaiter) noexcept {
+            auto& p = task_.handle_.promise();
+            p.set_continuation(awaiter);
+            // The child runs under its awaiter's cancellation: cancelling a task cancels
+            // whatever it awaits, however deep.
+            p.set_cancellation(inherit_ ? detail::cancellation_of(awaiter) : fixed_);
             return task_.handle_;  // symmetric transfer: start the task
         }
         T await_resume() {
@@ -74,6 +90,8 @@ public:
 
     private:
         Task& task_;
+        const std::stop_token* fixed_ = nullptr;
+        bool inherit_ = true;
     };
 
     Awaiter operator co_await() & { return Awaiter(*this); }

@@ -2,8 +2,8 @@
 //
 // `co_await` on it suspends the task, hands the operation to the reactor thread and resumes
 // on a worker once the kernel's completion has arrived. The result is the kernel's count;
-// an error is thrown as std::system_error carrying the errno, a cancelled operation as
-// std::errc::operation_canceled. The awaiter (with the buffer it points to) must stay where
+// an error is thrown as std::system_error carrying the errno, a cancelled operation (its
+// token, or the awaiting task's cancellation) as eddy::OperationCancelled. The awaiter (with the buffer it points to) must stay where
 // it is until then: it is meant to be awaited as the temporary it is returned as.
 #pragma once
 
@@ -16,6 +16,7 @@
 #include <system_error>
 
 #include <eddy/io/detail/operation.hpp>
+#include <eddy/tasks/detail/promise.hpp>
 
 namespace eddy::detail {
 
@@ -61,22 +62,29 @@ public:
 
     IoOperation& op() noexcept { return op_; }
 
-    bool await_ready() noexcept {
-        if (token_.stop_requested()) {
-            op_.result = -ECANCELED;
-            return true;
-        }
-        // A socket write usually fits in the send buffer, and data already there (socket,
-        // page cache, pipe) is taken at once: only what would block goes to the reactor.
-        return try_now(op_);
-    }
+    bool await_ready() const noexcept { return false; }
 
-    void await_suspend(std::coroutine_handle<> h) {
+    /// Never suspends when the call's token or the task's cancellation is stopped already
+    /// (the result is then ECANCELED), nor when one non-blocking attempt settles the
+    /// operation: a socket write usually fits in the send buffer, and data already there
+    /// (socket, page cache, pipe) is taken at once. Only what would block goes to the reactor.
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) {
+        const std::stop_token* task = cancellation_of(h);
+        if (token_.stop_requested() || stop_requested(task)) {
+            op_.result = -ECANCELED;
+            return false;
+        }
+        if (try_now(op_)) return false;
         Reactor& reactor = current_reactor(what_);
         op_.waiter = h;
         op_.reactor = &reactor;
-        if (token_.stop_possible()) on_stop_.emplace(token_, CancelOnStop{&op_});
+        if (!cancel_.arm(op_, token_, task)) {
+            op_.result = -ECANCELED;
+            return false;
+        }
         submit(reactor, op_);  // the last touch: see operation.hpp
+        return true;
     }
 
     std::size_t await_resume() {
@@ -91,7 +99,7 @@ private:
     bool delivered_ = false;  // await_resume took the result
     std::stop_token token_;
     // Destroyed before op_: its destructor waits for a callback running on another thread.
-    std::optional<std::stop_callback<CancelOnStop>> on_stop_;
+    CancelRegistration cancel_;
 };
 
 } // namespace eddy::detail

@@ -7,7 +7,8 @@
 //
 // # Cancellation protocol (cancel_flags)
 //   request_cancel() (any thread, from a std::stop_callback) sets kCancelRequested; if
-//   kCompleted was still clear it pushes cancel_node to the reactor. The reactor, on the
+//   neither flag was set before it pushes cancel_node to the reactor (once: the operation's
+//   own token and its task's cancellation may both ask). The reactor, on the
 //   operation's completion, sets kCompleted; if kCancelRequested was already set it knows a
 //   cancel node is coming and resumes the frame only once that node has arrived. So the
 //   cancel node never outlives the frame that holds it, and exactly one of the two sides
@@ -18,6 +19,7 @@
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <stop_token>
 
 namespace eddy::detail {
@@ -100,6 +102,27 @@ void request_cancel(Operation& op) noexcept;
 struct CancelOnStop {
     Operation* op;
     void operator()() const noexcept { request_cancel(*op); }
+};
+
+/// The two ways an operation is cancelled: the token passed to the call and the awaiting
+/// task's cancellation (eddy/tasks/cancellation.hpp). Lives in the awaiter, beside the
+/// operation, and must be destroyed before it: a callback's destructor waits for a
+/// request_cancel() running on another thread.
+class CancelRegistration {
+public:
+    /// Before submitting `op`: false when either token is stopped already (do not submit;
+    /// the operation is cancelled). Otherwise registers both callbacks; one may fire at once,
+    /// posting the cancel node ahead of the operation, which the reactor handles.
+    bool arm(Operation& op, const std::stop_token& own, const std::stop_token* task) {
+        if (own.stop_requested() || (task != nullptr && task->stop_requested())) return false;
+        if (own.stop_possible()) own_.emplace(own, CancelOnStop{&op});
+        if (task != nullptr && task->stop_possible()) task_.emplace(*task, CancelOnStop{&op});
+        return true;
+    }
+
+private:
+    std::optional<std::stop_callback<CancelOnStop>> own_;
+    std::optional<std::stop_callback<CancelOnStop>> task_;
 };
 
 } // namespace eddy::detail

@@ -13,6 +13,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <type_traits>
 #include <utility>
 
@@ -54,6 +55,12 @@ public:
     }
     const std::exception_ptr& exception() const noexcept { return exception_; }
 
+    /// The cancellation this task runs under: its awaiter's (inherited at `co_await`), a
+    /// combinator's (when_all, when_any, TaskGroup), or nullptr (spawned root tasks, shield).
+    /// The token object lives in an ancestor frame that outlives this task.
+    const std::stop_token* cancellation() const noexcept { return stop_; }
+    void set_cancellation(const std::stop_token* t) noexcept { stop_ = t; }
+
 protected:
     void rethrow_if_failed() const {
         if (exception_) std::rethrow_exception(exception_);
@@ -64,7 +71,21 @@ private:
     FinishFn finish_ = nullptr;
     void* finish_ctx_ = nullptr;
     std::exception_ptr exception_;
+    const std::stop_token* stop_ = nullptr;
 };
+
+/// The cancellation token of the coroutine behind `h` if it is an eddy Task, else nullptr.
+/// Awaiters use it from a templated await_suspend to learn whom they suspend.
+template <class P>
+const std::stop_token* cancellation_of(std::coroutine_handle<P> h) noexcept {
+    if constexpr (std::is_base_of_v<PromiseBase, P>) {
+        return h.promise().cancellation();
+    } else {
+        return nullptr;
+    }
+}
+
+inline bool stop_requested(const std::stop_token* t) noexcept { return t != nullptr && t->stop_requested(); }
 
 template <class T>
 class Promise;

@@ -1,0 +1,138 @@
+// eddy/tasks/cancellation.hpp: how a task learns that it is cancelled, and how it shields
+// work from cancellation.
+//
+// # The model
+// Every task runs under a cancellation, a std::stop_token (or none). An awaited task inherits
+// its awaiter's; the children of when_all, when_any and a TaskGroup run under a token of the
+// combinator's own, which is stopped when the combinator's awaiter is cancelled and when the
+// combinator decides to stop them (a sibling failed, a winner finished, a timeout expired).
+// Spawned tasks (eddy::spawn, Runtime::spawn) start uncancellable, like Tokio's.
+//
+// What a stop request does to a task:
+//   * whatever it is suspended on (a socket or file operation, a sleep, a Mutex, Semaphore,
+//     Event, Latch or channel wait) is cancelled: I/O with IORING_OP_ASYNC_CANCEL, timers and
+//     waits by removal. The task resumes with eddy::OperationCancelled once the operation has
+//     really let go (an I/O buffer is never written after the task moved on);
+//   * an operation that had completed before the cancel took effect delivers its result
+//     instead, exactly once (no bytes of a partial read are lost); the next suspending
+//     operation then throws;
+//   * a suspending operation started after the stop request throws at once, without
+//     suspending;
+//   * computation is not interrupted: a long loop checks `this_task::check_cancelled()`.
+// OperationCancelled then unwinds the task like any exception; the combinator that cancelled
+// it waits for it to finish (its frame destroyed) before going on.
+//
+// # Tools
+//     std::stop_token t = co_await eddy::this_task::stop_token();  // empty when uncancellable
+//     co_await eddy::this_task::check_cancelled();  // throws OperationCancelled if stopped
+//     co_await eddy::shield(conn.close_gracefully());  // runs to the end, whatever happens
+//     co_await eddy::with_stop_token(work(), source.get_token());  // your own cancel button
+#pragma once
+
+#include <coroutine>
+#include <optional>
+#include <stop_token>
+#include <utility>
+
+#include <eddy/tasks/errors.hpp>
+#include <eddy/tasks/task.hpp>
+
+namespace eddy {
+
+namespace detail {
+
+/// Awaiting it gives the awaiting task's cancellation token, without suspending.
+class CurrentStopToken {
+public:
+    bool await_ready() const noexcept { return false; }
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) noexcept {
+        if (const std::stop_token* t = cancellation_of(h)) token_ = *t;
+        return false;  // never suspends: only looks at the promise
+    }
+    std::stop_token await_resume() noexcept { return std::move(token_); }
+
+private:
+    std::stop_token token_;
+};
+
+/// Awaiting it throws OperationCancelled if the awaiting task's cancellation was requested.
+class CheckCancelled {
+public:
+    bool await_ready() const noexcept { return false; }
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) noexcept {
+        cancelled_ = stop_requested(cancellation_of(h));
+        return false;
+    }
+    void await_resume() const {
+        if (cancelled_) throw OperationCancelled("eddy::this_task::check_cancelled: the task is cancelled");
+    }
+
+private:
+    bool cancelled_ = false;
+};
+
+/// A std::stop_source that is stopped when `parent` is: a combinator's own cancellation,
+/// nested under its awaiter's. Lives in the combinator's frame; not movable (the callback
+/// points into it).
+class LinkedStopSource {
+public:
+    explicit LinkedStopSource(const std::stop_token* parent) : token_(source_.get_token()) {
+        // May run request_stop() at once, if the parent is already stopped.
+        if (parent != nullptr && parent->stop_possible()) link_.emplace(*parent, Forward{&source_});
+    }
+    LinkedStopSource(const LinkedStopSource&) = delete;
+    LinkedStopSource& operator=(const LinkedStopSource&) = delete;
+
+    /// The token children run under; stays valid as long as this object.
+    const std::stop_token* token() const noexcept { return &token_; }
+    bool request_stop() noexcept { return source_.request_stop(); }
+    bool stop_requested() const noexcept { return source_.stop_requested(); }
+
+private:
+    struct Forward {
+        std::stop_source* target;
+        void operator()() const noexcept { target->request_stop(); }
+    };
+    std::stop_source source_;
+    std::stop_token token_;
+    // Destroyed first: its destructor waits for a forward running on another thread.
+    std::optional<std::stop_callback<Forward>> link_;
+};
+
+} // namespace detail
+
+namespace this_task {
+
+/// `co_await eddy::this_task::stop_token()`: the calling task's cancellation token, to pass
+/// to code that takes a std::stop_token or to poll. Empty (stop_possible() false) for a task
+/// that cannot be cancelled.
+[[nodiscard]] inline detail::CurrentStopToken stop_token() noexcept { return {}; }
+
+/// `co_await eddy::this_task::check_cancelled()`: a cancellation point for long computations;
+/// throws eddy::OperationCancelled if the calling task's cancellation was requested.
+[[nodiscard]] inline detail::CheckCancelled check_cancelled() noexcept { return {}; }
+
+} // namespace this_task
+
+/// Runs `task` shielded from cancellation: neither its awaiter's cancellation nor any
+/// combinator above reaches it, so cleanup (an async close, a final write) runs to the end.
+/// The awaiter's own cancellation still applies to what it awaits afterwards.
+template <class T>
+Task<T> shield(Task<T> task) {
+    co_return co_await typename Task<T>::Awaiter(task, nullptr);
+}
+
+/// Runs `task` under `token` as well as under its awaiter's cancellation: a stop request on
+/// either cancels it (then OperationCancelled, as for any cancellation).
+template <class T>
+Task<T> with_stop_token(Task<T> task, std::stop_token token) {
+    const std::stop_token parent = co_await this_task::stop_token();
+    if (!parent.stop_possible()) co_return co_await typename Task<T>::Awaiter(task, &token);
+    detail::LinkedStopSource both(&parent);
+    std::stop_callback also(token, [&both]() noexcept { both.request_stop(); });
+    co_return co_await typename Task<T>::Awaiter(task, both.token());
+}
+
+} // namespace eddy

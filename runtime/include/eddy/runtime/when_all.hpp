@@ -12,8 +12,12 @@
 //   * Results come in argument (or vector) order. A `Task<void>` child contributes
 //     std::monostate to the tuple; `when_all(std::vector<Task<void>>)` returns void;
 //     a `Task<T&>` child contributes T&.
-//   * If children throw, the first exception (in time) is rethrown once every child has
-//     finished; the other results and exceptions are discarded. No child is left running.
+//   * If a child throws, the others are cancelled (what they await throws
+//     eddy::OperationCancelled, see eddy/tasks/cancellation.hpp) and waited for; then the
+//     first exception (in time) is rethrown; the other results and exceptions are discarded.
+//     No child is left running.
+//   * Cancelling the awaiter cancels every child; the when_all then rethrows the first
+//     child's exception (usually OperationCancelled).
 //   * Empty input completes at once.
 // Errors: an empty child task throws eddy::BrokenTask, and awaiting off a worker thread
 // throws eddy::WrongThread, both before any child starts.
@@ -24,63 +28,40 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
-#include <variant>
 #include <vector>
 
+#include <eddy/runtime/detail/children.hpp>
 #include <eddy/runtime/detail/when_all_state.hpp>
-#include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
 namespace eddy {
 
-namespace detail {
-
-template <class T>
-struct WhenAllValue {
-    using type = T;
-};
-template <>
-struct WhenAllValue<void> {
-    using type = std::monostate;
-};
-template <class T>
-using when_all_value_t = typename WhenAllValue<T>::type;
-
-template <class T>
-std::pair<PromiseBase*, std::coroutine_handle<>> child_of(const Task<T>& t) {
-    auto h = TaskAccess::get(t);
-    if (!h) throw BrokenTask("eddy::when_all: a child task is empty (moved-from or already awaited)");
-    return {&h.promise(), h};
-}
-
-template <class T>
-when_all_value_t<T> take_child(Task<T>& t) {
-    if constexpr (std::is_void_v<T>) {
-        TaskAccess::get(t).promise().take();
-        return {};
-    } else {
-        return TaskAccess::get(t).promise().take();
-    }
-}
-
-} // namespace detail
-
 template <class... Ts>
-Task<std::tuple<detail::when_all_value_t<Ts>...>> when_all(Task<Ts>... tasks) {
+Task<std::tuple<detail::child_value_t<Ts>...>> when_all(Task<Ts>... tasks) {
     using Child = std::pair<detail::PromiseBase*, std::coroutine_handle<>>;
-    std::array<Child, sizeof...(Ts)> children{detail::child_of(tasks)...};
+    std::array<Child, sizeof...(Ts)> children{detail::child_of(tasks, "eddy::when_all")...};
     auto get = [&children](std::size_t i) { return children[i]; };
-    co_await detail::WhenAllAwaiter<decltype(get)>(sizeof...(Ts), get);
-    co_return std::tuple<detail::when_all_value_t<Ts>...>{detail::take_child(tasks)...};
+    using Awaiter = detail::ChildrenAwaiter<detail::WhenAllState, decltype(get)>;
+    if constexpr (sizeof...(Ts) > 0) {
+        Awaiter children_done("eddy::when_all", sizeof...(Ts), get);
+        detail::WhenAllState& state = co_await children_done;
+        state.rethrow_if_failed();
+    }
+    co_return std::tuple<detail::child_value_t<Ts>...>{detail::take_child(tasks)...};
 }
 
 template <class T>
 Task<std::conditional_t<std::is_void_v<T>, void, std::vector<T>>> when_all(std::vector<Task<T>> tasks) {
     static_assert(std::is_void_v<T> || std::is_object_v<T>,
                   "when_all(std::vector<Task<T&>>) is not supported; return pointers instead");
-    for (const Task<T>& t : tasks) (void)detail::child_of(t);  // BrokenTask before anything starts
-    auto get = [&tasks](std::size_t i) { return detail::child_of(tasks[i]); };
-    co_await detail::WhenAllAwaiter<decltype(get)>(tasks.size(), get);
+    for (const Task<T>& t : tasks) (void)detail::child_of(t, "eddy::when_all");  // before anything starts
+    auto get = [&tasks](std::size_t i) { return detail::child_of(tasks[i], "eddy::when_all"); };
+    using Awaiter = detail::ChildrenAwaiter<detail::WhenAllState, decltype(get)>;
+    if (!tasks.empty()) {
+        Awaiter children_done("eddy::when_all", tasks.size(), get);
+        detail::WhenAllState& state = co_await children_done;
+        state.rethrow_if_failed();
+    }
     if constexpr (std::is_void_v<T>) {
         for (Task<T>& t : tasks) detail::take_child(t);
     } else {

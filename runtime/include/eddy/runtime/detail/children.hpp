@@ -1,0 +1,139 @@
+// eddy/runtime/detail/children.hpp: starting a combinator's children on the workers and
+// awaiting them (when_all, when_any). Not for users.
+//
+// Protocol, in order (ChildrenAwaiter::await_suspend):
+//   1. The combinator's own cancellation is linked under its awaiter's (State::link), so
+//      cancelling the awaiter cancels every child.
+//   2. Every child's completion hook and cancellation are set (State::start_child) and the
+//      child is queued on this worker's deque; idle workers steal them, so they run in
+//      parallel.
+//   3. The count starts at children + 1. The extra one is the parent's own: while the parent
+//      is still queuing children (and so still reading its own frame), no child can take
+//      the count to zero and resume it. Nothing may touch the parent after a child is
+//      queued otherwise, since idle workers steal and finish children immediately.
+//   4. The parent then arrives itself. If it took the count to zero, every child finished
+//      already and it continues without suspending; otherwise the child that takes the count
+//      to zero resumes the parent by symmetric transfer, on that child's worker.
+// No child is ever left running: the parent resumes only after every child's frame reached
+// its final suspend.
+#pragma once
+
+#include <atomic>
+#include <coroutine>
+#include <cstddef>
+#include <exception>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include <eddy/runtime/detail/scheduler_api.hpp>
+#include <eddy/tasks/cancellation.hpp>
+#include <eddy/tasks/errors.hpp>
+#include <eddy/tasks/task.hpp>
+
+namespace eddy::detail {
+
+/// What a child contributes to a tuple or variant: std::monostate for void.
+template <class T>
+struct ChildValue {
+    using type = T;
+};
+template <>
+struct ChildValue<void> {
+    using type = std::monostate;
+};
+template <class T>
+using child_value_t = typename ChildValue<T>::type;
+
+/// A child's promise and coroutine; BrokenTask for an empty task, naming the combinator.
+template <class T>
+std::pair<PromiseBase*, std::coroutine_handle<>> child_of(const Task<T>& t, const char* what) {
+    auto h = TaskAccess::get(t);
+    if (!h) throw BrokenTask(std::string(what) + ": a child task is empty (moved-from or already awaited)");
+    return {&h.promise(), h};
+}
+
+/// A finished child's result (or its exception, rethrown).
+template <class T>
+child_value_t<T> take_child(Task<T>& t) {
+    if constexpr (std::is_void_v<T>) {
+        TaskAccess::get(t).promise().take();
+        return {};
+    } else {
+        return TaskAccess::get(t).promise().take();
+    }
+}
+
+/// The countdown both combinators share (steps 3 and 4 of the protocol above).
+class Countdown {
+public:
+    explicit Countdown(std::size_t children) noexcept : remaining_(children + 1) {}
+
+    /// Step 4: true when the parent must suspend. Touches nothing of `this` after the
+    /// decrement unless it was the last arrival.
+    bool arrive_parent(std::coroutine_handle<> parent) noexcept {
+        parent_ = parent;  // published to the last child by the acq_rel decrement below
+        // Acq_rel: release publishes parent_; acquire (when last) sees every child's result.
+        return remaining_.fetch_sub(1, std::memory_order_acq_rel) != 1;
+    }
+
+    /// A child's arrival, from its completion hook: the parent to transfer to when it was the
+    /// last, else a no-op. SAFETY: when not last, the state may be gone as soon as this
+    /// returns (the parent may already run): the caller touches nothing afterwards.
+    std::coroutine_handle<> arrive_child() noexcept {
+        // Acq_rel: release publishes this child's result; acquire (when last) sees the
+        // others' results and parent_.
+        if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) return parent_;
+        return std::noop_coroutine();
+    }
+
+private:
+    std::atomic<std::size_t> remaining_;
+    std::coroutine_handle<> parent_;
+};
+
+/// Awaits `n` children given by `get(i)` -> std::pair<PromiseBase*, std::coroutine_handle<>>,
+/// with `State` (WhenAllState, WhenAnyState) deciding what a finished child means.
+/// `co_await` gives the State, for the combinator to read its outcome.
+template <class State, class GetChild>
+class ChildrenAwaiter {
+public:
+    ChildrenAwaiter(const char* what, std::size_t n, GetChild get) : what_(what), n_(n), get_(get), state_(n) {}
+
+    bool await_ready() const {
+        if (n_ == 0) return true;
+        require_worker(what_);
+        return false;
+    }
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> parent) {
+        state_.link(cancellation_of(parent));  // may throw (allocation): nothing started yet
+        for (std::size_t i = 0; i < n_; ++i) {
+            auto [promise, child] = get_(i);
+            state_.start_child(i, *promise, child);
+        }
+        notify_local_work();
+        return state_.arrive_parent(parent);
+    }
+    State& await_resume() noexcept { return state_; }
+
+private:
+    const char* what_;
+    std::size_t n_;
+    GetChild get_;
+    State state_;
+};
+
+/// True when `e` holds an eddy::OperationCancelled (the mark of a child that was stopped).
+inline bool is_cancellation(const std::exception_ptr& e) noexcept {
+    try {
+        std::rethrow_exception(e);
+    } catch (const OperationCancelled&) {
+        return true;
+    } catch (...) {
+        return false;
+    }
+}
+
+} // namespace eddy::detail

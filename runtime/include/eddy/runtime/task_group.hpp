@@ -1,0 +1,129 @@
+// eddy/runtime/task_group.hpp: TaskGroup, a nursery: tasks started in it never outlive it.
+//
+//     co_await eddy::task_group([&](eddy::TaskGroup& g) -> eddy::Task<void> {
+//         for (;;) g.spawn(serve(co_await listener.accept()));   // children run in parallel
+//     });
+//
+// Semantics:
+//   * task_group(body) is lazy like every Task. Awaited, it calls `body(group)` and runs the
+//     returned task at once on the awaiting worker; the body and every child spawned into the
+//     group (from the body or from other children) are the group's members.
+//   * `g.spawn(task)` queues the child on the calling worker (it runs next there, Tokio's
+//     LIFO slot, and idle workers may steal what it displaces), so children run in parallel.
+//     Members may be added while the group runs, for as long as one member is still running.
+//   * The group completes when the body and every child have finished, their frames
+//     destroyed; the awaiter resumes on the worker that finished the last one. A finished
+//     child's frame is freed at once, so a long-running group (a server) does not grow.
+//   * Failure: the first member to throw (anything but the OperationCancelled that the
+//     group's own cancellation caused) cancels every other member; once all have stopped,
+//     its exception is rethrown from the co_await.
+//   * Cancellation: `g.cancel()` cancels every member (what each awaits throws
+//     eddy::OperationCancelled, eddy/tasks/cancellation.hpp); a group stopped that way
+//     completes normally. Cancelling the group's awaiter cancels every member too, and the
+//     co_await then throws OperationCancelled. Children spawned after a cancel start
+//     cancelled.
+//   * No member outlives the group. At runtime shutdown, destroying the frame that awaits
+//     the group destroys the members that had not finished.
+// Errors: spawning an empty task throws eddy::BrokenTask; awaiting the group off a worker
+// throws eddy::WrongThread. `spawn` must be called by a member of the group (the body or a
+// child) while it runs: the group (and its TaskGroup&) is gone once it has completed.
+#pragma once
+
+#include <atomic>
+#include <coroutine>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <type_traits>
+
+#include <eddy/runtime/detail/scheduler_api.hpp>
+#include <eddy/tasks/cancellation.hpp>
+#include <eddy/tasks/errors.hpp>
+#include <eddy/tasks/task.hpp>
+
+namespace eddy {
+
+class TaskGroup {
+public:
+    TaskGroup(const TaskGroup&) = delete;
+    TaskGroup& operator=(const TaskGroup&) = delete;
+    /// Destroys members that never finished (runtime shutdown only; see above).
+    ~TaskGroup();
+
+    /// Starts `child` as a member of the group, on the calling worker.
+    void spawn(Task<void> child);
+    /// Cancels every member; the group then completes normally (unless a member failed with
+    /// another exception). Any thread; idempotent.
+    void cancel() noexcept;
+    /// True once the group's cancellation was requested (cancel(), a failure or its awaiter).
+    bool cancelled() const noexcept { return stop_ && stop_->stop_requested(); }
+    /// The token the members run under, for code that takes a std::stop_token.
+    std::stop_token stop_token() const noexcept { return stop_ ? *stop_->token() : std::stop_token{}; }
+
+    /// The co_await of a group (used by task_group()).
+    class Awaiter {
+    public:
+        Awaiter(TaskGroup& g, Task<void>& body) : group_(g), body_(body) {}
+        bool await_ready() const {
+            detail::require_worker("eddy::task_group");
+            return false;
+        }
+        template <class P>
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> parent) {
+            return group_.start(parent, detail::cancellation_of(parent), body_);
+        }
+        void await_resume() const { group_.finish(); }
+
+    private:
+        TaskGroup& group_;
+        Task<void>& body_;
+    };
+
+private:
+    template <class F>
+    friend Task<void> task_group(F body);
+    TaskGroup() = default;
+
+    std::coroutine_handle<> start(std::coroutine_handle<> parent, const std::stop_token* parent_token,
+                                  Task<void>& body);
+    void adopt(Task<void>& member);
+    void finish() const;
+    void record_failure(const std::exception_ptr& e) noexcept;
+    static std::coroutine_handle<> on_member_done(void* ctx, detail::PromiseBase& p,
+                                                  std::coroutine_handle<> self) noexcept;
+
+    // Members alive. Starts at 1 for the body; spawn() adds one before it queues a child
+    // (relaxed: the caller is itself a live member, so the count cannot reach zero meanwhile,
+    // and its own later acq_rel decrement publishes the increment); each member's completion
+    // takes one away (acq_rel: release publishes its effects, acquire on the last sees all).
+    std::atomic<std::size_t> live_{0};
+    std::coroutine_handle<> parent_;
+    const std::stop_token* parent_token_ = nullptr;
+    std::optional<detail::LinkedStopSource> stop_;
+    // The first failure: written once by the failed_ CAS winner, read after the last member
+    // (ordered by live_'s acq_rel chain).
+    std::atomic<bool> failed_{false};
+    std::exception_ptr first_error_;
+    // Members not yet finished, linked through their frame headers (prev/next, which only
+    // root tasks use otherwise): destroyed by ~TaskGroup if the runtime shuts down first.
+    std::mutex members_mutex_;
+    detail::FrameHeader* members_ = nullptr;  // guarded by members_mutex_
+};
+
+/// Runs `body(group)` as a TaskGroup (see above) and completes when the body and all the
+/// children it spawned have finished. `body` is any callable taking `TaskGroup&` and
+/// returning `Task<void>`; it is kept alive until the group completes, so a coroutine lambda
+/// may capture by reference.
+template <class F>
+Task<void> task_group(F body) {
+    static_assert(std::is_invocable_r_v<Task<void>, F&, TaskGroup&>,
+                  "eddy::task_group: the body must take TaskGroup& and return Task<void>");
+    TaskGroup group;
+    Task<void> first = std::invoke(body, group);
+    co_await TaskGroup::Awaiter(group, first);
+}
+
+} // namespace eddy

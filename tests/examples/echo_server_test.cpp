@@ -4,7 +4,8 @@
 //
 // The server binary comes from EDDY_ECHO_SERVER (set by tests/meson.build). It is always
 // started with port 0 and tells us its port on its first line, so no fixed port can collide.
-// It is killed when each test ends; if this process dies first, PR_SET_PDEATHSIG kills it.
+// It is stopped with SIGTERM when each test ends (a clean shutdown, exit status 0; SIGKILL if
+// it does not exit within kDeadline); if this process dies first, PR_SET_PDEATHSIG kills it.
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
@@ -126,9 +127,13 @@ public:
     /// stays silent for kDeadline.
     std::optional<std::string> first_line() {
         const auto deadline = Clock::now() + kDeadline;
-        std::string line;
+        std::string& line = out_;
         for (;;) {
-            if (const auto nl = line.find('\n'); nl != std::string::npos) return line.substr(0, nl);
+            if (const auto nl = line.find('\n'); nl != std::string::npos) {
+                std::string first = line.substr(0, nl);
+                line.erase(0, nl + 1);  // the rest is for rest_of_output()
+                return first;
+            }
             pollfd p{out_fd_, POLLIN, 0};
             if (::poll(&p, 1, ms_left(deadline)) <= 0) return std::nullopt;
             char buf[256];
@@ -136,6 +141,27 @@ public:
             if (n <= 0) return std::nullopt;
             line.append(buf, static_cast<std::size_t>(n));
         }
+    }
+
+    /// Standard output after the first line, up to end of file (the server exited, e.g.
+    /// after wait_exit()), or what came before kDeadline.
+    std::string rest_of_output() {
+        const auto deadline = Clock::now() + kDeadline;
+        while (out_fd_ >= 0) {
+            pollfd p{out_fd_, POLLIN, 0};
+            if (::poll(&p, 1, ms_left(deadline)) <= 0) break;
+            char buf[256];
+            const ssize_t n = ::read(out_fd_, buf, sizeof buf);
+            if (n <= 0) break;
+            out_.append(buf, static_cast<std::size_t>(n));
+        }
+        return out_;
+    }
+
+    /// Sends `sig` to the server.
+    void signal(int sig) {
+        REQUIRE(pid_ > 0);
+        REQUIRE(::kill(pid_, sig) == 0);
     }
 
     /// Its port, from the first line "echo_server runtime=eddy workers=N listening=ADDR";
@@ -194,8 +220,9 @@ public:
         return stop();
     }
 
-    /// Kills it if still running (SIGTERM, the signal an operator would send), reaps it and
-    /// returns how it ended, for the test to check. Idempotent.
+    /// Stops it if still running (SIGTERM, the signal an operator would send; SIGKILL if it
+    /// has not exited after kDeadline), reaps it and returns how it ended, for the test to
+    /// check. Idempotent.
     Exit stop() {
         checked_ = true;
         return finish();
@@ -205,13 +232,26 @@ private:
     Exit finish() {
         if (pid_ > 0) {
             ::kill(pid_, SIGTERM);
-            int status = 0;
-            while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+            const auto deadline = Clock::now() + kDeadline;
+            while (running()) {
+                if (Clock::now() > deadline) {
+                    ::kill(pid_, SIGKILL);  // a shutdown that hangs: the test sees status 128+9
+                    int status = 0;
+                    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+                    }
+                    exit_ = decode(status);
+                    pid_ = -1;
+                    break;
+                }
+                ::usleep(1000);  // polling a child's exit: there is no fd to wait on here
             }
-            exit_ = decode(status);
-            pid_ = -1;
         }
-        if (out_fd_ >= 0) ::close(std::exchange(out_fd_, -1));
+        if (out_fd_ >= 0) {
+            // The process is gone, so this reaches end of file: keep what it printed last.
+            char buf[256];
+            for (ssize_t n; (n = ::read(out_fd_, buf, sizeof buf)) > 0;) out_.append(buf, static_cast<std::size_t>(n));
+            ::close(std::exchange(out_fd_, -1));
+        }
         if (err_fd_ >= 0) {
             err_ = read_whole_file(err_fd_);
             ::close(std::exchange(err_fd_, -1));
@@ -227,6 +267,7 @@ private:
     int out_fd_ = -1;
     int err_fd_ = -1;
     int exit_ = -1;
+    std::string out_;  // standard output read but not yet returned
     std::string err_;
     bool checked_ = false;  // the test looked at how it ended
 };
@@ -535,4 +576,83 @@ TEST_CASE("--help: usage on stdout and exit status 0") {
     REQUIRE(e.has_value());
     CHECK(e->status == 0);
     CHECK(e->err == "");
+}
+
+namespace {
+
+/// Opens `open` idle connections (each echoes once, so the server serves it), plus one that
+/// the client closes first; then sends `sig` and checks the clean shutdown: every open client
+/// sees end of stream, the server exits with status 0, nothing on stderr, and its last line
+/// reports the signal and the connections it closed.
+void shutdown_on(int sig, const char* name, std::size_t open) {
+    Server server({"--port", "0", "--workers", "2"});
+    const std::uint16_t port = server.port();
+    std::vector<Client> clients;
+    for (std::size_t i = 0; i < open; ++i) clients.emplace_back(port);
+    std::vector<std::string> msgs;
+    for (std::size_t i = 0; i < open; ++i) msgs.push_back(pattern(3000 + i * 10, static_cast<unsigned>(200 + i)));
+    CHECK(echo_all(clients, msgs) == msgs);  // the server echoes correctly before the signal
+    {
+        Client gone(port);  // ended by the client before the signal: not counted
+        CHECK(echo(gone, "bye") == "bye");
+        REQUIRE(::shutdown(gone.fd(), SHUT_WR) == 0);
+        CHECK(gone.sees_end_of_stream());
+    }
+    for (std::size_t i = 0; i < open; ++i) {
+        const std::string msg = "still here " + std::to_string(i);
+        CHECK(echo(clients[i], msg) == msg);
+    }
+    CHECK(server.running());
+
+    server.signal(sig);
+    for (std::size_t i = 0; i < open; ++i) {
+        CAPTURE(i);
+        CHECK(clients[i].sees_end_of_stream());  // the server closed every connection
+    }
+    const std::optional<Exit> e = server.wait_exit();
+    REQUIRE(e.has_value());
+    CHECK(e->status == 0);
+    CHECK(e->err == "");
+    const std::string expected = std::string("echo_server: ") + name + ", shut down; " + std::to_string(open) +
+                                 (open == 1 ? " connection closed\n" : " connections closed\n");
+    CHECK(server.rest_of_output() == expected);
+}
+
+} // namespace
+
+TEST_CASE("SIGTERM: every open connection is closed and the server exits with status 0") {
+    shutdown_on(SIGTERM, "SIGTERM", 6);
+}
+
+TEST_CASE("SIGINT: every open connection is closed and the server exits with status 0") {
+    shutdown_on(SIGINT, "SIGINT", 3);
+}
+
+TEST_CASE("SIGTERM with no connection open, and SIGINT right after start: status 0") {
+    SUBCASE("no connection open") {
+        Server server({"--port", "0", "--workers", "1"});
+        (void)server.port();
+        server.signal(SIGTERM);
+        const std::optional<Exit> e = server.wait_exit();
+        REQUIRE(e.has_value());
+        CHECK(e->status == 0);
+        CHECK(e->err == "");
+        CHECK(server.rest_of_output() == "echo_server: SIGTERM, shut down; 0 connections closed\n");
+    }
+    SUBCASE("a connection with data in flight") {
+        // A client that keeps sending while the signal arrives: the server stops reading,
+        // closes the socket and still exits cleanly (the client may see a reset).
+        Server server({"--port", "0", "--workers", "2"});
+        const std::uint16_t port = server.port();
+        Client c(port);
+        CHECK(echo(c, "x") == "x");
+        const std::string big = pattern(64 * 1024, 3);
+        (void)::send(c.fd(), big.data(), big.size(), MSG_NOSIGNAL);
+        server.signal(SIGINT);
+        const std::optional<Exit> e = server.wait_exit();
+        REQUIRE(e.has_value());
+        CHECK(e->status == 0);
+        CHECK(e->err == "");
+        CHECK(server.rest_of_output().find("echo_server: SIGINT, shut down;") == 0);
+    }
 }

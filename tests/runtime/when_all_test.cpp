@@ -2,7 +2,7 @@
 // laziness, parallelism, the error policy, and misuse.
 //
 // Not tested here: awaiting when_all off a worker (when_all is itself a Task, so it is only
-// ever awaited by a task that some runtime runs) and timing (no timers yet).
+// ever awaited by a task that some runtime runs).
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -12,16 +12,19 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
 
+#include <eddy/io/sleep.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/this_worker.hpp>
 #include <eddy/runtime/when_all.hpp>
 #include <eddy/runtime/yield_now.hpp>
+#include <eddy/tasks/cancellation.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
@@ -409,3 +412,65 @@ TEST_CASE("an empty child in a vector throws BrokenTask before any child starts"
 }
 
 } // TEST_SUITE
+
+namespace {
+
+/// Sleeps (practically) forever; counts its cancellation.
+Task<int> sleeper(std::atomic<int>& cancelled) {
+    try {
+        co_await eddy::sleep(std::chrono::hours(1));
+    } catch (const eddy::OperationCancelled&) {
+        cancelled.fetch_add(1);
+        throw;
+    }
+    co_return 0;
+}
+
+Task<int> fail_soon() {
+    co_await eddy::sleep(5ms);
+    throw std::runtime_error("first failure");
+}
+
+} // namespace
+
+TEST_CASE("a failing child cancels its waiting siblings instead of waiting for them") {
+    Runtime rt(RuntimeConfig{.workers = 2});
+    std::atomic<int> cancelled{0};
+    const auto start = std::chrono::steady_clock::now();
+    auto h = rt.spawn(eddy::when_all(sleeper(cancelled), fail_soon(), sleeper(cancelled)));
+    const auto deadline = start + kDeadline;
+    while (!h.is_finished() && !past(deadline)) std::this_thread::yield();
+    REQUIRE(h.is_finished());
+    CHECK_THROWS_WITH_AS(rt.block_on([](eddy::JoinHandle<std::tuple<int, int, int>> j) -> Task<void> {
+                             (void)co_await std::move(j);
+                         }(std::move(h))),
+                         "first failure", std::runtime_error);
+    CHECK(cancelled.load() == 2);
+    CHECK(std::chrono::steady_clock::now() - start < 10s);  // not the hour of the sleeps
+}
+
+TEST_CASE("a failing child of a vector when_all cancels the others; the first error wins") {
+    Runtime rt(RuntimeConfig{.workers = 2});
+    std::atomic<int> cancelled{0};
+    std::vector<Task<int>> tasks;
+    for (int i = 0; i < 8; ++i) tasks.push_back(sleeper(cancelled));
+    tasks.push_back(fail_soon());
+    CHECK_THROWS_WITH_AS(rt.block_on(eddy::when_all(std::move(tasks))), "first failure", std::runtime_error);
+    CHECK(cancelled.load() == 8);
+}
+
+TEST_CASE("cancelling the awaiter of when_all cancels every child") {
+    Runtime rt(RuntimeConfig{.workers = 2});
+    std::atomic<int> cancelled{0};
+    std::stop_source stop;
+    auto canceller = [](std::stop_source& s) -> Task<int> {
+        co_await eddy::sleep(5ms);
+        s.request_stop();
+        co_return 0;
+    };
+    CHECK_THROWS_AS(rt.block_on(eddy::when_all(eddy::with_stop_token(eddy::when_all(sleeper(cancelled), sleeper(cancelled)),
+                                                                     stop.get_token()),
+                                               canceller(stop))),
+                    eddy::OperationCancelled);
+    CHECK(cancelled.load() == 2);
+}

@@ -60,12 +60,18 @@ Task<void> deliver(Task<T> task, std::shared_ptr<std::promise<T>> out) {
 /// Runs `task` on `rt` and returns its result (or rethrows its exception). Fails the test if
 /// it has not finished after kDeadline: that means a hang, never slowness. (The promise is
 /// shared with the task, so a task that finishes after a failed wait touches nothing freed.)
+///
+/// The JoinHandle is kept until the task has finished, so its frame, with the last reference
+/// to an exception it delivered, is destroyed on this thread. Otherwise the worker could
+/// drop that reference after this thread has read the exception, and the exception's
+/// reference count lives in libstdc++'s own (uninstrumented) code, which TSan cannot see.
 template <class T>
 T run(Runtime& rt, Task<T> task) {
     auto out = std::make_shared<std::promise<T>>();
     std::future<T> result = out->get_future();
-    rt.spawn(deliver(std::move(task), out)).detach();
+    JoinHandle<void> h = rt.spawn(deliver(std::move(task), out));
     if (result.wait_for(kDeadline) != std::future_status::ready) FAIL("the test task did not finish in time");
+    if (!wait_finished(h)) FAIL("the test task did not finish in time");
     return result.get();
 }
 

@@ -35,7 +35,7 @@
 #pragma once
 
 #include "runtime/private.hpp"
-#include "runtime/spin_lock.hpp"
+#include <eddy/runtime/detail/spin_lock.hpp>
 
 #include <atomic>
 #include <cstddef>

@@ -33,7 +33,7 @@
 #include "runtime/chase_lev_deque.hpp"
 #include "runtime/inject_queue.hpp"
 #include "runtime/parker.hpp"
-#include "runtime/spin_lock.hpp"
+#include <eddy/runtime/detail/spin_lock.hpp>
 
 #include <coroutine>
 #include <cstddef>

@@ -5,17 +5,22 @@
 //     ... ready.set();         // from any thread, task or not; later sets do nothing
 //
 // Waking never resumes a waiter inline inside set(): each waiter is queued on a worker of
-// the runtime it awaited from (the setter's own worker when that is the same runtime).
-// Awaiting off a worker thread throws eddy::WrongThread. The Event must outlive its waiters.
+// the runtime it awaited from (the setter's own worker when that is the same runtime), in
+// the order they started waiting. The Event must outlive its waiters.
 //
-// State encoding (one atomic pointer, after folly::coro::Baton): nullptr = not set, no
-// waiter; `this` = set; anything else = the newest waiter, each linking to the one before.
+// Who may call what: set() and is_set() from any thread; `co_await event` only from a task
+// on a runtime worker (eddy::WrongThread otherwise).
+//
+// Cancellation (eddy/tasks/cancellation.hpp): a waiting task whose cancellation is requested
+// resumes with eddy::OperationCancelled, unless set() queued it first (then it resumes
+// normally); awaiting with a stopped token throws at once, even if the event is set.
 #pragma once
 
 #include <atomic>
-#include <coroutine>
+#include <mutex>
 
-#include <eddy/runtime/detail/scheduler_api.hpp>
+#include <eddy/runtime/detail/spin_lock.hpp>
+#include <eddy/runtime/detail/wait_queue.hpp>
 
 namespace eddy {
 
@@ -26,53 +31,41 @@ public:
     Event& operator=(const Event&) = delete;
 
     bool is_set() const noexcept {
-        // Acquire: pairs with set()'s exchange, so what the setter did is visible.
-        return state_.load(std::memory_order_acquire) == this;
+        // Acquire: pairs with the release store in set(), so what the setter did is visible.
+        return set_.load(std::memory_order_acquire);
     }
 
     /// Sets the event and queues every waiter. Idempotent.
     void set() noexcept {
-        // Acq_rel: release publishes the setter's writes to waiters that see `this`; acquire
-        // pairs with the waiters' CAS so their Awaiter fields are visible here.
-        void* old = state_.exchange(this, std::memory_order_acq_rel);
-        if (old == this) return;
-        for (auto* w = static_cast<Awaiter*>(old); w != nullptr;) {
-            Awaiter* next = w->next_;  // read before queuing: the waiter may run at once
-            detail::schedule_on(w->scheduler_, w->waiter_);
-            w = next;
+        detail::WakeList wakes;
+        {
+            std::lock_guard guard(lock_);
+            if (set_.load(std::memory_order_relaxed)) return;  // the lock orders every store
+            set_.store(true, std::memory_order_release);  // release: pairs with is_set()
+            waiters_.grant_all(wakes);
         }
+        wakes.wake_all();
     }
 
-    class Awaiter {
+    class [[nodiscard]] Awaiter : public detail::WaitAwaiter<Awaiter> {
     public:
-        explicit Awaiter(Event& e) noexcept : event_(e) {}
-        bool await_ready() const noexcept { return event_.is_set(); }
-        bool await_suspend(std::coroutine_handle<> waiter) {
-            scheduler_ = &detail::require_worker("co_await on an eddy::Event");
-            waiter_ = waiter;
-            void* old = event_.state_.load(std::memory_order_acquire);
-            do {
-                if (old == &event_) return false;  // set meanwhile: do not suspend
-                next_ = static_cast<Awaiter*>(old);
-                // Release: publishes this awaiter's fields to set(); acquire on failure
-                // re-reads a possibly set state.
-            } while (!event_.state_.compare_exchange_weak(old, this, std::memory_order_release,
-                                                          std::memory_order_acquire));
-            return true;  // SAFETY: after the CAS, set() may resume us: touch nothing
-        }
-        void await_resume() const noexcept {}
+        static constexpr const char* kWhat = "co_await on an eddy::Event";
+        static constexpr const char* kCancelled = "eddy::Event: the wait was cancelled";
+
+        explicit Awaiter(Event& e) noexcept : WaitAwaiter(e.waiters_), event_(e) {}
+        /// Lock held.
+        bool try_now(detail::WakeList&) const noexcept { return event_.set_.load(std::memory_order_relaxed); }
+        void await_resume() const { throw_if_cancelled(); }
 
     private:
-        friend class Event;
         Event& event_;
-        Awaiter* next_ = nullptr;
-        std::coroutine_handle<> waiter_;
-        detail::Scheduler* scheduler_ = nullptr;
     };
     Awaiter operator co_await() noexcept { return Awaiter(*this); }
 
 private:
-    std::atomic<void*> state_{nullptr};
+    detail::SpinLock lock_;
+    std::atomic<bool> set_{false};  // written under lock_; read without it by is_set()
+    detail::WaitQueue waiters_{lock_};
 };
 
 } // namespace eddy

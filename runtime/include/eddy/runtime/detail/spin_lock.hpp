@@ -1,12 +1,11 @@
-// runtime/spin_lock.hpp: a test-and-test-and-set lock for very short critical sections.
+// eddy/runtime/detail/spin_lock.hpp: a test-and-test-and-set lock for very short critical sections.
 //
 // Used where the critical section is a few pointer writes (the task registry, the sleeper
-// list) and a std::mutex's futex path would cost more than the work. Yields the CPU after a
-// bounded spin so that oversubscribed runs (8 workers on 2 cores, as in the stress suite) do
-// not spin against a preempted holder.
+// list, the wait queues of the synchronization primitives: detail/wait_queue.hpp) and a
+// std::mutex's futex path would cost more than the work. Yields the CPU after a bounded spin
+// so that oversubscribed runs (8 workers on 2 cores, as in the stress suite) do not spin
+// against a preempted holder. Not for users: no stability promise.
 #pragma once
-
-#include "runtime/private.hpp"
 
 #include <atomic>
 #include <sched.h>

@@ -1,0 +1,292 @@
+// eddy/runtime/detail/wait_queue.hpp: the waiter list and the cancellable wait protocol that
+// Event, Latch, Mutex, Semaphore, oneshot and Channel are built on. Not for users: no
+// stability promise.
+//
+// # Pieces
+//   WaitNode      one waiter. It lives inside the waiting frame (as the base of the
+//                 primitive's awaiter): handle, Scheduler*, prev/next, and a status
+//                 {waiting, granted, cancelled}.
+//   WaitQueue     an intrusive FIFO doubly-linked list of nodes, guarded by the primitive's
+//                 SpinLock (one lock may guard several queues: a Channel's senders and
+//                 receivers). Every list operation below requires that lock.
+//   WakeList      the nodes a critical section granted; woken after the lock is released.
+//   WaitAwaiter   the base of every primitive's awaiter: the protocol below.
+//
+// # The protocol (one waiter, one primitive)
+//   1. await_suspend(h) (templated, to read the task's token with cancellation_of(h)):
+//      require a worker; if the token is already stopped, do not suspend (await_resume
+//      throws OperationCancelled).
+//   2. Register the stop callback FIRST. It may run inline (a stop raced in): finding the node
+//      not yet queued, it only marks it cancelled.
+//   3. Take the lock. Cancelled meanwhile -> unlock, do not suspend. The resource is available
+//      (the primitive's try_now) -> take it, mark granted, unlock, do not suspend. Else
+//      enqueue, unlock, return true and touch NOTHING of the awaiter or the frame: another
+//      thread may resume and destroy it at once.
+//   4. A grant: under the lock unlink the waiter, hand it the item/permit/ownership, mark it
+//      granted; after unlocking, schedule it (schedule_on). Waiters are always scheduled,
+//      never resumed inline.
+//   5. The stop callback: lock; if the node is queued and still waiting, unlink it, mark it
+//      cancelled and let the primitive pass on what the waiter would have blocked (the
+//      queue's cancel hook: a Semaphore's permits); unlock; schedule the waiter. A waiter that
+//      was granted first stays granted: the grant wins, nothing is lost or duplicated.
+//   6. The awaiter's destructor: the stop callback goes first (std::stop_callback's
+//      destructor waits for a callback running on another thread); then, if the node is still
+//      waiting (its frame is destroyed while suspended, e.g. by runtime shutdown), it is
+//      unlinked under the lock, so the primitive never points at freed memory.
+#pragma once
+
+#include <atomic>
+#include <coroutine>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+
+#include <eddy/runtime/detail/scheduler_api.hpp>
+#include <eddy/runtime/detail/spin_lock.hpp>
+#include <eddy/tasks/detail/promise.hpp>
+#include <eddy/tasks/errors.hpp>
+
+namespace eddy::detail {
+
+class WaitQueue;
+class WakeList;
+
+enum class WaitStatus : std::uint8_t { waiting, granted, cancelled };
+
+/// One waiter, inside the waiting frame. Fields other than `status_` are written by the
+/// waiting task before it is queued and by lock holders while it is queued.
+class WaitNode {
+public:
+    explicit WaitNode(WaitQueue& queue) noexcept : queue_(&queue) {}
+    WaitNode(const WaitNode&) = delete;
+    WaitNode& operator=(const WaitNode&) = delete;
+
+    WaitStatus status() const noexcept {
+        // Acquire: pairs with the release store of whoever granted or cancelled the node
+        // (under the lock), so what the granter handed over is visible.
+        return status_.load(std::memory_order_acquire);
+    }
+    /// Lock held (or the node not shared yet).
+    void set_status(WaitStatus s) noexcept {
+        status_.store(s, std::memory_order_release);  // release: pairs with status()
+    }
+
+private:
+    friend class WaitQueue;
+    friend class WakeList;
+    template <class Derived>
+    friend class WaitAwaiter;
+
+    WaitQueue* queue_;
+    WaitNode* prev_ = nullptr;
+    WaitNode* next_ = nullptr;
+    bool linked_ = false;  // guarded by the queue's lock
+    std::atomic<WaitStatus> status_{WaitStatus::waiting};
+    std::coroutine_handle<> handle_;
+    Scheduler* scheduler_ = nullptr;
+};
+
+/// Nodes granted or cancelled under a lock, scheduled once it is released (FIFO order).
+class WakeList {
+public:
+    WakeList() noexcept = default;
+    WakeList(const WakeList&) = delete;
+    WakeList& operator=(const WakeList&) = delete;
+
+    /// Lock held; `n` is unlinked from its queue.
+    void push(WaitNode& n) noexcept {
+        n.next_ = nullptr;
+        if (tail_ != nullptr) {
+            tail_->next_ = &n;
+        } else {
+            head_ = &n;
+        }
+        tail_ = &n;
+    }
+
+    /// Lock released: schedules every node. A granted or cancelled node is suspended and
+    /// reachable from nowhere else, so its fields stay ours until schedule_on.
+    void wake_all() noexcept {
+        for (WaitNode* n = head_; n != nullptr;) {
+            WaitNode* next = n->next_;  // read first: the waiter may run (and end) at once
+            // SAFETY: from here on another thread may resume and destroy the frame.
+            schedule_on(n->scheduler_, n->handle_);
+            n = next;
+        }
+        head_ = tail_ = nullptr;
+    }
+
+private:
+    WaitNode* head_ = nullptr;
+    WaitNode* tail_ = nullptr;
+};
+
+/// An intrusive FIFO list of waiters guarded by `lock`. `on_cancel(owner, wakes)`, if given,
+/// runs under the lock after a queued waiter was cancelled, to grant what that waiter was
+/// holding up.
+class WaitQueue {
+public:
+    using CancelHook = void (*)(void* owner, WakeList& wakes) noexcept;
+
+    explicit WaitQueue(SpinLock& lock, CancelHook on_cancel = nullptr, void* owner = nullptr) noexcept
+        : lock_(lock), on_cancel_(on_cancel), owner_(owner) {}
+    WaitQueue(const WaitQueue&) = delete;
+    WaitQueue& operator=(const WaitQueue&) = delete;
+
+    SpinLock& lock() const noexcept { return lock_; }
+
+    // --- lock held ---
+    bool empty() const noexcept { return head_ == nullptr; }
+    WaitNode* front() const noexcept { return head_; }
+
+    void push_back(WaitNode& n) noexcept {
+        n.prev_ = tail_;
+        n.next_ = nullptr;
+        if (tail_ != nullptr) {
+            tail_->next_ = &n;
+        } else {
+            head_ = &n;
+        }
+        tail_ = &n;
+        n.linked_ = true;
+    }
+
+    void remove(WaitNode& n) noexcept {
+        if (n.prev_ != nullptr) {
+            n.prev_->next_ = n.next_;
+        } else {
+            head_ = n.next_;
+        }
+        if (n.next_ != nullptr) {
+            n.next_->prev_ = n.prev_;
+        } else {
+            tail_ = n.prev_;
+        }
+        n.prev_ = n.next_ = nullptr;
+        n.linked_ = false;
+    }
+
+    /// Unlinks the first waiter, marks it granted and adds it to `wakes`. The caller has
+    /// handed it its item/permit/ownership first. Returns it (nullptr if the queue is empty).
+    WaitNode* grant_front(WakeList& wakes) noexcept {
+        WaitNode* n = head_;
+        if (n == nullptr) return nullptr;
+        remove(*n);
+        n->set_status(WaitStatus::granted);
+        wakes.push(*n);
+        return n;
+    }
+
+    /// Grants every waiter (Event::set, Latch at zero, Channel::close).
+    void grant_all(WakeList& wakes) noexcept {
+        while (grant_front(wakes) != nullptr) {
+        }
+    }
+
+    // --- lock not held ---
+
+    /// Step 5, the stop callback.
+    void cancel(WaitNode& n) noexcept {
+        WakeList wakes;
+        {
+            std::lock_guard guard(lock_);
+            if (n.status_.load(std::memory_order_relaxed) != WaitStatus::waiting) return;  // granted: it wins
+            if (!n.linked_) {
+                // Not queued yet: await_suspend sees this under the lock and does not suspend.
+                n.set_status(WaitStatus::cancelled);
+                return;
+            }
+            remove(n);
+            n.set_status(WaitStatus::cancelled);
+            wakes.push(n);
+            if (on_cancel_ != nullptr) on_cancel_(owner_, wakes);
+        }
+        wakes.wake_all();
+    }
+
+    /// Step 6: the frame holding `n` is destroyed; unlink it if it is still queued.
+    void forget(WaitNode& n) noexcept {
+        std::lock_guard guard(lock_);
+        if (n.linked_) remove(n);
+    }
+
+private:
+    SpinLock& lock_;
+    CancelHook on_cancel_;
+    void* owner_;
+    WaitNode* head_ = nullptr;
+    WaitNode* tail_ = nullptr;
+};
+
+/// The base of a primitive's awaiter (CRTP): the protocol's steps 1-3 and 6. `Derived`
+/// provides `bool try_now(WakeList&)`, called under the lock: true = the resource was taken
+/// (or the wait is over: closed, set), so do not suspend; it may grant other waiters into
+/// the list, which are woken after the lock is released.
+///
+/// Derived awaiters that own data a granter writes into (a value slot) call leave() first
+/// in their own destructor, so the node is unlinked before that data is destroyed.
+template <class Derived>
+class WaitAwaiter : public WaitNode {
+public:
+    bool await_ready() const noexcept { return false; }
+
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) {
+        Scheduler& sched = require_worker(Derived::kWhat);
+        const std::stop_token* token = cancellation_of(h);
+        if (stop_requested(token)) {
+            set_status(WaitStatus::cancelled);
+            return false;
+        }
+        handle_ = h;
+        scheduler_ = &sched;
+        // Step 2: may run the callback inline, which then only marks us cancelled.
+        if (token != nullptr && token->stop_possible()) stop_.emplace(*token, Cancel{this});
+        WakeList wakes;
+        bool suspend = false;
+        {
+            std::lock_guard guard(queue_->lock());
+            if (status_.load(std::memory_order_relaxed) == WaitStatus::cancelled) {
+                // the stop won before we were queued: do not suspend
+            } else if (static_cast<Derived*>(this)->try_now(wakes)) {
+                set_status(WaitStatus::granted);
+            } else {
+                queue_->push_back(*this);
+                suspend = true;
+            }
+        }
+        // SAFETY: when suspending, the frame is queued from the unlock on: a granter or the
+        // stop callback may resume (and destroy) it on another thread. Touch nothing of
+        // `this` below; wake_all only reads the list it owns.
+        wakes.wake_all();
+        return suspend;
+    }
+
+protected:
+    explicit WaitAwaiter(WaitQueue& queue) noexcept : WaitNode(queue) {}
+    ~WaitAwaiter() { leave(); }
+
+    bool cancelled() const noexcept { return status() == WaitStatus::cancelled; }
+
+    void throw_if_cancelled() const {
+        if (cancelled()) throw OperationCancelled(Derived::kCancelled);
+    }
+
+    /// Step 6; idempotent.
+    void leave() noexcept {
+        stop_.reset();  // first: waits for a callback running on another thread
+        if (handle_ && status() == WaitStatus::waiting) queue_->forget(*this);
+        handle_ = nullptr;
+    }
+
+private:
+    struct Cancel {
+        WaitNode* node;
+        void operator()() const noexcept { node->queue_->cancel(*node); }
+    };
+    // Declared after the node (the base), so destroyed before it.
+    std::optional<std::stop_callback<Cancel>> stop_;
+};
+
+} // namespace eddy::detail

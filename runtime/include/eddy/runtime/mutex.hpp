@@ -25,6 +25,7 @@
 // throws at once, even if the mutex is free.
 #pragma once
 
+#include <cstddef>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -100,6 +101,11 @@ public:
     bool is_locked() const noexcept {
         std::lock_guard guard(lock_);
         return locked_;
+    }
+    /// The tasks waiting for it (a snapshot, for tests and diagnostics).
+    std::size_t waiters() const noexcept {
+        std::lock_guard guard(lock_);
+        return waiters_.size();
     }
 
 private:

@@ -37,6 +37,7 @@
 
 #include <atomic>
 #include <coroutine>
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -97,6 +98,7 @@ public:
     /// Lock held; `n` is unlinked from its queue.
     void push(WaitNode& n) noexcept {
         n.next_ = nullptr;
+        n.prev_ = tail_;
         if (tail_ != nullptr) {
             tail_->next_ = &n;
         } else {
@@ -107,12 +109,16 @@ public:
 
     /// Lock released: schedules every node. A granted or cancelled node is suspended and
     /// reachable from nowhere else, so its fields stay ours until schedule_on.
+    ///
+    /// Newest first: on the caller's own worker each schedule_on takes the LIFO slot and
+    /// pushes the previous occupant onto the deque, whose owner pops LIFO too, so scheduling
+    /// in reverse makes that worker resume them in FIFO order.
     void wake_all() noexcept {
-        for (WaitNode* n = head_; n != nullptr;) {
-            WaitNode* next = n->next_;  // read first: the waiter may run (and end) at once
+        for (WaitNode* n = tail_; n != nullptr;) {
+            WaitNode* prev = n->prev_;  // read first: the waiter may run (and end) at once
             // SAFETY: from here on another thread may resume and destroy the frame.
             schedule_on(n->scheduler_, n->handle_);
-            n = next;
+            n = prev;
         }
         head_ = tail_ = nullptr;
     }
@@ -138,6 +144,7 @@ public:
 
     // --- lock held ---
     bool empty() const noexcept { return head_ == nullptr; }
+    std::size_t size() const noexcept { return size_; }
     WaitNode* front() const noexcept { return head_; }
 
     void push_back(WaitNode& n) noexcept {
@@ -150,6 +157,7 @@ public:
         }
         tail_ = &n;
         n.linked_ = true;
+        ++size_;
     }
 
     void remove(WaitNode& n) noexcept {
@@ -165,6 +173,7 @@ public:
         }
         n.prev_ = n.next_ = nullptr;
         n.linked_ = false;
+        --size_;
     }
 
     /// Unlinks the first waiter, marks it granted and adds it to `wakes`. The caller has
@@ -217,6 +226,7 @@ private:
     void* owner_;
     WaitNode* head_ = nullptr;
     WaitNode* tail_ = nullptr;
+    std::size_t size_ = 0;
 };
 
 /// The base of a primitive's awaiter (CRTP): the protocol's steps 1-3 and 6. `Derived`

@@ -121,3 +121,27 @@ TEST_CASE("an empty task under with_timeout throws BrokenTask") {
     Runtime rt(RuntimeConfig{.workers = 1});
     CHECK_THROWS_AS(run(rt, eddy::with_timeout(Task<int>{}, 1s)), eddy::BrokenTask);
 }
+
+TEST_CASE("a task that finishes despite the timeout keeps its value instead of TimedOut") {
+    Runtime rt(RuntimeConfig{.workers = 2});
+    // Shielded, the task cannot be cancelled: the timer fires first, yet the task's result is
+    // returned, never thrown away (for a read, that would lose the bytes it consumed).
+    CHECK(run(rt, eddy::with_timeout(eddy::shield(after(50ms, 5)), 5ms)) == 5);
+}
+
+TEST_CASE("cancelling the awaiter of with_timeout gives OperationCancelled, not TimedOut") {
+    Runtime rt(RuntimeConfig{.workers = 2});
+    std::stop_source stop;
+    auto canceller = [](std::stop_source& s) -> Task<int> {
+        co_await eddy::sleep(5ms);
+        s.request_stop();
+        co_return 0;
+    };
+    LifetimeCounter frames;
+    std::atomic<int> cancelled{0};
+    CHECK_THROWS_AS(run(rt, eddy::when_all(eddy::with_stop_token(eddy::with_timeout(sleeper(frames, cancelled), 1h),
+                                                                 stop.get_token()),
+                                           canceller(stop))),
+                    OperationCancelled);
+    CHECK(cancelled.load() == 1);
+}

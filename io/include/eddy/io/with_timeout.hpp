@@ -2,26 +2,33 @@
 //
 //     std::string line = co_await eddy::with_timeout(read_line(conn), 5s);   // or TimedOut
 //
-// The task and a timer race as the two children of eddy::when_any (so the task runs on the
-// workers like any when_any child). If the task finishes first, its value is returned (or its
-// exception rethrown) and the timer is cancelled. If the time runs out first, the task is
-// cancelled (whatever it awaits throws eddy::OperationCancelled, eddy/tasks/cancellation.hpp),
-// with_timeout waits until it has stopped, and then throws eddy::TimedOut (a
-// std::system_error with std::errc::timed_out), even if the task managed to finish with a
-// value meanwhile: the deadline decides. An exception rather than std::optional, so that
-// `Task<std::optional<T>>` stays unambiguous and a timeout cannot be mistaken for a value.
-// Cancelling the awaiter cancels both (OperationCancelled). Awaiting off a worker throws
-// eddy::WrongThread; an empty task eddy::BrokenTask.
+// The task and a timer race as two children on the workers (the machinery of eddy::when_any).
+// If the task finishes first, its value is returned (or its exception rethrown) and the timer
+// is cancelled. If the time runs out first, the task is cancelled (whatever it awaits throws
+// eddy::OperationCancelled, eddy/tasks/cancellation.hpp) and with_timeout waits until it has
+// stopped. Then:
+//   * if it stopped by that cancellation, eddy::TimedOut is thrown (a std::system_error with
+//     std::errc::timed_out);
+//   * if it finished anyway (the cancel came too late: its read had completed, say), its
+//     value is returned: a result is never thrown away, so no bytes a read consumed are lost;
+//   * if it failed with another exception, that exception is rethrown.
+// An exception rather than std::optional, so that `Task<std::optional<T>>` stays unambiguous
+// and a timeout cannot be mistaken for a value. Cancelling the awaiter cancels both
+// (OperationCancelled). Awaiting off a worker throws eddy::WrongThread; an empty task
+// eddy::BrokenTask.
 #pragma once
 
+#include <array>
 #include <chrono>
-#include <functional>
+#include <coroutine>
+#include <cstddef>
+#include <exception>
 #include <type_traits>
 #include <utility>
-#include <variant>
 
 #include <eddy/io/sleep.hpp>
-#include <eddy/runtime/when_any.hpp>
+#include <eddy/runtime/detail/children.hpp>
+#include <eddy/runtime/detail/when_any_state.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
@@ -33,14 +40,20 @@ inline Task<void> expire_at(std::chrono::steady_clock::time_point deadline) { co
 
 template <class T>
 Task<T> race_with_timer(Task<T> task, Task<void> timer) {
-    auto r = co_await when_any(std::move(task), std::move(timer));
-    if (r.index() == 1) throw TimedOut();
+    using Child = std::pair<PromiseBase*, std::coroutine_handle<>>;
+    std::array<Child, 2> children{child_of(task, "eddy::with_timeout"), child_of(timer, "eddy::with_timeout")};
+    auto get = [&children](std::size_t i) { return children[i]; };
+    ChildrenAwaiter<WhenAnyState, decltype(get)> race("eddy::with_timeout", 2, get);
+    const WhenAnyState& state = co_await race;
+    // Timed out: the timer finished first, by expiring (not by a cancellation from above),
+    // and the task then stopped by the cancellation that followed.
+    const bool expired = state.winner() == 1 && !TaskAccess::get(timer).promise().exception();
+    const std::exception_ptr& failure = TaskAccess::get(task).promise().exception();
+    if (expired && failure && is_cancellation(failure)) throw TimedOut();
     if constexpr (std::is_void_v<T>) {
-        co_return;
-    } else if constexpr (std::is_reference_v<T>) {
-        co_return std::get<0>(r).get();
+        take_child(task);
     } else {
-        co_return std::get<0>(std::move(r));
+        co_return take_child(task);
     }
 }
 

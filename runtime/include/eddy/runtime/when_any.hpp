@@ -11,7 +11,9 @@
 //     cancelled (what they await throws eddy::OperationCancelled; see
 //     eddy/tasks/cancellation.hpp) and waited for: when when_any returns, no child is
 //     running and every child frame is gone with its buffers. Their results and exceptions
-//     are discarded.
+//     are discarded, also the value of a loser that finished before its cancellation took
+//     effect: race only work whose result may be dropped (a read's bytes may not; use
+//     eddy::with_timeout for that, which never drops a finished task's value).
 //   * The winner's value comes back with its index: a std::variant with one alternative per
 //     argument (index() is the winner, even when two arguments have the same type;
 //     `Task<void>` gives std::monostate, `Task<T&>` std::reference_wrapper<T>), or for a

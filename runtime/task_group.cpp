@@ -3,6 +3,8 @@
 
 #include <eddy/runtime/detail/children.hpp>
 
+#include <mutex>
+
 namespace eddy {
 
 TaskGroup::~TaskGroup() {
@@ -43,7 +45,7 @@ void TaskGroup::adopt(Task<void>& member) {
     p.set_cancellation(stop_->token());
     detail::FrameHeader* header = detail::header_of(h.address());
     {
-        std::lock_guard lock(members_mutex_);
+        std::lock_guard lock(members_lock_);
         header->prev = nullptr;
         header->next = members_;
         if (members_ != nullptr) members_->prev = header;
@@ -74,7 +76,7 @@ std::coroutine_handle<> TaskGroup::on_member_done(void* ctx, detail::PromiseBase
     if (p.exception()) g->record_failure(p.exception());
     detail::FrameHeader* h = detail::header_of(self.address());
     {
-        std::lock_guard lock(g->members_mutex_);
+        std::lock_guard lock(g->members_lock_);
         if (h->prev != nullptr) {
             h->prev->next = h->next;
         } else {

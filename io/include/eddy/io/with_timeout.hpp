@@ -29,6 +29,7 @@
 #include <eddy/io/sleep.hpp>
 #include <eddy/runtime/detail/children.hpp>
 #include <eddy/runtime/detail/when_any_state.hpp>
+#include <eddy/tasks/cancellation.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
@@ -46,10 +47,16 @@ Task<T> race_with_timer(Task<T> task, Task<void> timer) {
     ChildrenAwaiter<WhenAnyState, decltype(get)> race("eddy::with_timeout", 2, get);
     const WhenAnyState& state = co_await race;
     // Timed out: the timer finished first, by expiring (not by a cancellation from above),
-    // and the task then stopped by the cancellation that followed.
+    // and the task then stopped by the cancellation that followed. If the awaiter itself was
+    // cancelled meanwhile, that is what the caller is told (OperationCancelled), so that a
+    // TaskGroup member stopping this way is not mistaken for a failure.
     const bool expired = state.winner() == 1 && !TaskAccess::get(timer).promise().exception();
     const std::exception_ptr& failure = TaskAccess::get(task).promise().exception();
-    if (expired && failure && is_cancellation(failure)) throw TimedOut();
+    if (expired && failure && is_cancellation(failure)) {
+        const std::stop_token mine = co_await this_task::stop_token();
+        if (mine.stop_requested()) throw OperationCancelled("eddy::with_timeout: the awaiter was cancelled");
+        throw TimedOut();
+    }
     if constexpr (std::is_void_v<T>) {
         take_child(task);
     } else {

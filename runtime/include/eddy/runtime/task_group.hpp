@@ -14,14 +14,15 @@
 //   * The group completes when the body and every child have finished, their frames
 //     destroyed; the awaiter resumes on the worker that finished the last one. A finished
 //     child's frame is freed at once, so a long-running group (a server) does not grow.
-//   * Failure: the first member to throw (anything but the OperationCancelled that the
-//     group's own cancellation caused) cancels every other member; once all have stopped,
-//     its exception is rethrown from the co_await.
+//   * Failure: the first member to throw cancels every other member; once all have stopped,
+//     its exception is rethrown from the co_await. An OperationCancelled thrown after the
+//     group's cancellation was requested is how members stop, not a failure.
 //   * Cancellation: `g.cancel()` cancels every member (what each awaits throws
 //     eddy::OperationCancelled, eddy/tasks/cancellation.hpp); a group stopped that way
 //     completes normally. Cancelling the group's awaiter cancels every member too, and the
-//     co_await then throws OperationCancelled. Children spawned after a cancel start
-//     cancelled.
+//     co_await then throws OperationCancelled (if no member failed otherwise; also when the
+//     awaiter's stop came just as the last member finished). Children spawned after a cancel
+//     start cancelled.
 //   * No member outlives the group. At runtime shutdown, destroying the frame that awaits
 //     the group destroys the members that had not finished.
 // Errors: spawning an empty task throws eddy::BrokenTask; awaiting the group off a worker
@@ -34,12 +35,12 @@
 #include <cstddef>
 #include <exception>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <type_traits>
 
 #include <eddy/runtime/detail/scheduler_api.hpp>
+#include <eddy/runtime/detail/spin_lock.hpp>
 #include <eddy/tasks/cancellation.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
@@ -56,7 +57,9 @@ public:
     /// Starts `child` as a member of the group, on the calling worker.
     void spawn(Task<void> child);
     /// Cancels every member; the group then completes normally (unless a member failed with
-    /// another exception). Any thread; idempotent.
+    /// another exception). Idempotent. Like spawn(), for members (and for code that knows
+    /// the group is still running): the group is gone once it completes. To cancel a group
+    /// from outside, run it under a token of your own: `with_stop_token(task_group(...), t)`.
     void cancel() noexcept;
     /// True once the group's cancellation was requested (cancel(), a failure or its awaiter).
     bool cancelled() const noexcept { return stop_ && stop_->stop_requested(); }
@@ -109,8 +112,10 @@ private:
     std::exception_ptr first_error_;
     // Members not yet finished, linked through their frame headers (prev/next, which only
     // root tasks use otherwise): destroyed by ~TaskGroup if the runtime shuts down first.
-    std::mutex members_mutex_;
-    detail::FrameHeader* members_ = nullptr;  // guarded by members_mutex_
+    // A spin lock, not std::mutex: it is taken in the members' completion hook, which is
+    // noexcept, and held for four pointer writes.
+    detail::SpinLock members_lock_;
+    detail::FrameHeader* members_ = nullptr;  // guarded by members_lock_
 };
 
 /// Runs `body(group)` as a TaskGroup (see above) and completes when the body and all the

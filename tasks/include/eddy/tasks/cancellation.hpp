@@ -18,7 +18,10 @@
 //     operation then throws;
 //   * a suspending operation started after the stop request throws at once, without
 //     suspending;
-//   * computation is not interrupted: a long loop checks `this_task::check_cancelled()`.
+//   * computation is not interrupted: a long loop checks `this_task::check_cancelled()`;
+//   * not cancellation points: awaiting a JoinHandle (a spawned task is not a child: use a
+//     TaskGroup member or an awaited child task instead) and a sleep whose deadline has
+//     already passed (it never suspends).
 // OperationCancelled then unwinds the task like any exception; the combinator that cancelled
 // it waits for it to finish (its frame destroyed) before going on.
 //

@@ -1,8 +1,10 @@
-// eddy/tasks/errors.hpp: the exceptions eddy throws for misuse of tasks and runtimes.
+// eddy/tasks/errors.hpp: the exceptions eddy throws, each a type of its own so that it can be
+// caught on purpose.
 //
-// Every error a caller can provoke by using the API wrongly is one of these types, so that
-// it can be caught on purpose; none of them is thrown for a condition the caller cannot
-// prevent. I/O failures are std::system_error carrying the errno (see eddy/io).
+// Misuse (BrokenTask, WrongThread, RuntimeStopped): every error a caller can provoke by using
+// the API wrongly is one of these. Outcomes of concurrent work (OperationCancelled, TimedOut,
+// ChannelClosed): how a task learns that it was cancelled, ran out of time, or lost its peer.
+// I/O failures are std::system_error carrying the errno (see eddy/io).
 #pragma once
 
 #include <stdexcept>

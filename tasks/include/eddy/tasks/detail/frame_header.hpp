@@ -12,7 +12,7 @@
 // a coroutine handle reports is the address the promise's operator new returned. GCC and
 // Clang both place the frame at the start of the allocation.
 //
-// Only spawned root tasks use the header beyond the reference count; nested, awaited tasks
+// Only spawned root tasks and TaskGroup members use the header beyond the reference count; nested, awaited tasks
 // leave it at `kRefOne` and their operator delete frees it at once. A frame whose allocation
 // was elided by the compiler (HALO) has no header, which is fine: such a frame cannot escape
 // its caller, so it is never spawned and never reaches operator delete.
@@ -35,7 +35,9 @@
 //   thread_waiter: the same, for kThreadWaiting.
 //     home_id, joiner_sched and thread_waiter share storage: a handle is awaited, waited or
 //     dropped unobserved, only one of the three, and the first two consume the result.
-//   prev, next, shard: the runtime's task registry, under that registry shard's lock.
+//   prev, next, shard: the runtime's task registry, under that registry shard's lock (root
+//     tasks); prev, next: a TaskGroup's list of unfinished members, under the group's lock
+//     (group members, which are never root tasks).
 #pragma once
 
 #include <atomic>

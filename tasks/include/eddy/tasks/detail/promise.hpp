@@ -1,10 +1,13 @@
 // eddy/tasks/detail/promise.hpp: Task<T>'s promise: result storage and completion routing.
 //
-// A frame finishes in one of three ways, chosen by whoever starts it:
+// A frame finishes in one of four ways, chosen by whoever starts it:
 //   awaited     `co_await task`: final suspend transfers to `continuation` (symmetric
 //               transfer, so a chain of synchronous completions never grows the stack);
 //   spawned     the runtime set `finish` to its root-task protocol (join handle, registry);
-//   when_all    `finish` counts the child down and resumes the parent after the last one.
+//   when_all, when_any, with_timeout
+//               `finish` counts the child down and resumes the parent after the last one;
+//   TaskGroup   `finish` records a failure, destroys the member's frame and resumes the
+//               group's awaiter after the last member.
 // `finish` runs inside final_suspend's await_suspend: the frame is suspended, so it may
 // destroy the frame or hand it to another thread, and returns the coroutine to run next.
 #pragma once

@@ -83,6 +83,8 @@ private:
     WaitNode* prev_ = nullptr;
     WaitNode* next_ = nullptr;
     bool linked_ = false;  // guarded by the queue's lock
+    // Stored under the queue's lock (or before the node is shared); read without it by the
+    // resumed waiter (await_resume, destructor), which the grant or cancel happened before.
     std::atomic<WaitStatus> status_{WaitStatus::waiting};
     std::coroutine_handle<> handle_;
     Scheduler* scheduler_ = nullptr;
@@ -200,6 +202,8 @@ public:
         WakeList wakes;
         {
             std::lock_guard guard(lock_);
+            // Relaxed: every store to the status is made under this lock (or before the node
+            // is shared), so the lock orders it.
             if (n.status_.load(std::memory_order_relaxed) != WaitStatus::waiting) return;  // granted: it wins
             if (!n.linked_) {
                 // Not queued yet: await_suspend sees this under the lock and does not suspend.
@@ -257,6 +261,7 @@ public:
         bool suspend = false;
         {
             std::lock_guard guard(queue_->lock());
+            // Relaxed: the stop callback stores under this lock.
             if (status_.load(std::memory_order_relaxed) == WaitStatus::cancelled) {
                 // the stop won before we were queued: do not suspend
             } else if (static_cast<Derived*>(this)->try_now(wakes)) {

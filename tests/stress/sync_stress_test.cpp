@@ -241,4 +241,36 @@ TEST_CASE("a runtime destroyed while tasks wait on primitives unlinks every wait
     });
 }
 
+TEST_CASE("a mutex or permit handed to a task that shutdown destroyed before it resumed is not lost") {
+    // Releasing from this thread grants the first waiter and queues it; the runtime is then
+    // destroyed at once, so some rounds destroy the granted frame before it ever ran. Its
+    // awaiter must pass the ownership (or the permit) on instead of taking it with it.
+    for_each_configuration([](std::size_t workers) {
+        for (int i = 0; i < 20; ++i) {
+            eddy::Mutex m;
+            eddy::Semaphore s(0);
+            std::optional<eddy::MutexGuard> held = m.try_lock();
+            {
+                eddy::Runtime rt(eddy::RuntimeConfig{.workers = workers});
+                eddy::test::LifetimeCounter frames;
+                for (int k = 0; k < 4; ++k) {
+                    (void)rt.spawn(lock_mutex(m, eddy::test::Counted(frames)));
+                    (void)rt.spawn([](eddy::Semaphore& sem) -> Task<void> {
+                        co_await sem.acquire();
+                        sem.release();
+                    }(s));
+                }
+                const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+                while (m.waiters() < 4 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+                REQUIRE(m.waiters() == 4);
+                held.reset();
+                s.release();
+            }
+            CHECK_FALSE(m.is_locked());
+            CHECK(m.waiters() == 0);
+            CHECK(s.available() == 1);
+        }
+    });
+}
+
 } // TEST_SUITE

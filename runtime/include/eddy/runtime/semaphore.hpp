@@ -48,14 +48,25 @@ public:
         static constexpr const char* kCancelled = "eddy::Semaphore::acquire: the wait was cancelled";
 
         AcquireAwaiter(Semaphore& s, std::size_t n) noexcept : WaitAwaiter(s.waiters_), sem_(s), n_(n) {}
+        AcquireAwaiter(AcquireAwaiter&&) = delete;
+        /// Permits granted to a frame that is destroyed before it resumed (runtime shutdown)
+        /// go back, so none is lost.
+        ~AcquireAwaiter() {
+            leave();
+            if (!taken_ && status() == detail::WaitStatus::granted) sem_.release(n_);
+        }
         /// Lock held.
         bool try_now(detail::WakeList&) noexcept { return sem_.take_locked(n_); }
-        void await_resume() const { throw_if_cancelled(); }
+        void await_resume() {
+            throw_if_cancelled();
+            taken_ = true;
+        }
 
     private:
         friend class Semaphore;
         Semaphore& sem_;
         std::size_t n_;
+        bool taken_ = false;  // await_resume handed the permits over
     };
 
     /// `co_await s.acquire(n)`: returns once `n` permits are this task's.

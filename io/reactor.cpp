@@ -2,6 +2,7 @@
 #include "io/reactor.hpp"
 
 #include "runtime/scheduler.hpp"
+#include "runtime/settings.hpp"
 #include "runtime/worker.hpp"
 
 #include <poll.h>
@@ -118,7 +119,9 @@ Reactor::~Reactor() {
 }
 
 void Reactor::start() {
-    thread_ = std::thread([this] {
+    const std::string name = thread_name(sched_.config(), "reactor");
+    thread_ = std::thread([this, name] {
+        name_this_thread(name);  // before the start hook, which may want to see it
         // A write to a pipe or socket whose reader is gone raises SIGPIPE in the thread that
         // performs it: for io_uring, this one. Blocked here, it stays pending and harmless,
         // and the task gets EPIPE (sends on workers use MSG_NOSIGNAL instead).
@@ -134,9 +137,11 @@ void Reactor::start() {
                 std::abort();
             }
         }
+        run_thread_hook(sched_.config().on_thread_start, "on_thread_start");
         run();
+        run_thread_hook(sched_.config().on_thread_stop, "on_thread_stop");
     });
-    pthread_setname_np(thread_.native_handle(), "eddy-reactor");
+    pthread_setname_np(thread_.native_handle(), name.c_str());  // visible once the Runtime is built
 }
 
 void Reactor::shutdown() noexcept {

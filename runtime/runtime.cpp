@@ -3,6 +3,7 @@
 #include <eddy/runtime/this_worker.hpp>
 
 #include "runtime/scheduler.hpp"
+#include "runtime/settings.hpp"
 #include "runtime/thread_waiter.hpp"
 #include "runtime/worker.hpp"
 #include "runtime/worker_count.hpp"
@@ -13,6 +14,7 @@ namespace eddy {
 
 Runtime::Runtime(RuntimeConfig config) {
     const std::size_t n = detail::resolve_workers(config.workers);
+    detail::validate_config(config);
     scheduler_ = std::make_unique<detail::Scheduler>(n, config);
     scheduler_->set_driver(detail::make_driver(*scheduler_, config));
     scheduler_->start();

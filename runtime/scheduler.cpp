@@ -2,10 +2,14 @@
 // join protocol that finish_root implements).
 #include "runtime/scheduler.hpp"
 
+#include "runtime/settings.hpp"
 #include "runtime/thread_waiter.hpp"
 
 #include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <string>
 #include <system_error>
@@ -30,6 +34,86 @@ void default_report(const std::exception_ptr& e) noexcept {
     } catch (...) {
         std::fprintf(stderr, "eddy: exception escaped a detached task (not a std::exception)\n");
     }
+}
+
+/// What RuntimeConfig::unhandled_exception says to do with `e`.
+void report_with(UnhandledExceptionPolicy policy, const std::function<void(std::exception_ptr)>& hook,
+                 const std::exception_ptr& e) noexcept {
+    switch (policy) {
+    case UnhandledExceptionPolicy::ignore: return;
+    case UnhandledExceptionPolicy::terminate:
+        default_report(e);
+        std::fprintf(stderr, "eddy: terminating (RuntimeConfig::unhandled_exception is terminate)\n");
+        std::terminate();
+    case UnhandledExceptionPolicy::callback:
+        if (hook) {
+            try {
+                hook(e);
+                return;
+            } catch (...) {
+                std::fprintf(stderr, "eddy: on_unhandled_exception threw; reporting both\n");
+                default_report(std::current_exception());
+            }
+        }
+        break;
+    case UnhandledExceptionPolicy::log: break;
+    }
+    default_report(e);
+}
+
+/// The CPUs of the calling thread's affinity mask, in increasing order.
+std::vector<int> allowed_cpus() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        throw std::system_error(errno, std::generic_category(), "eddy: sched_getaffinity (RuntimeConfig::pin_workers)");
+    std::vector<int> cpus;
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    return cpus;
+}
+
+void check_pthread(int rc, const char* what) {
+    if (rc != 0) throw std::system_error(rc, std::generic_category(), std::string("eddy: ") + what);
+}
+
+/// A worker thread's body: name, start hook, run loop, stop hook.
+void* worker_main(void* arg) noexcept {
+    auto* w = static_cast<Worker*>(arg);
+    const RuntimeConfig& config = w->scheduler().config();
+    // Named here too (start_worker names it from outside) so that the start hook sees the name.
+    name_this_thread(thread_name(config, "worker-" + std::to_string(w->index())));
+    run_thread_hook(config.on_thread_start, "on_thread_start");
+    w->run();
+    run_thread_hook(config.on_thread_stop, "on_thread_stop");
+    return nullptr;
+}
+
+/// Starts worker `w`'s thread (pthread: std::thread cannot set a stack size or an affinity).
+/// `cpus`: empty, or the CPUs to pin to, round robin.
+pthread_t start_worker(Worker& w, const RuntimeConfig& config, const std::vector<int>& cpus) {
+    pthread_attr_t attr;
+    check_pthread(pthread_attr_init(&attr), "pthread_attr_init");
+    struct Destroy {
+        pthread_attr_t* attr;
+        ~Destroy() { pthread_attr_destroy(attr); }
+    } destroy{&attr};
+    if (config.stack_size != 0) {
+        const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+        const std::size_t size = (config.stack_size + page - 1) / page * page;
+        check_pthread(pthread_attr_setstacksize(&attr, size), "pthread_attr_setstacksize (RuntimeConfig::stack_size)");
+    }
+    if (!cpus.empty()) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpus[w.index() % cpus.size()], &one);
+        check_pthread(pthread_attr_setaffinity_np(&attr, sizeof one, &one), "pthread_attr_setaffinity_np");
+    }
+    pthread_t thread;
+    check_pthread(pthread_create(&thread, &attr, &worker_main, &w), "cannot start a worker thread");
+    // Visible as soon as the Runtime constructor returns.
+    (void)pthread_setname_np(thread, thread_name(config, "worker-" + std::to_string(w.index())).c_str());
+    return thread;
 }
 
 } // namespace
@@ -57,11 +141,8 @@ void Scheduler::start() {
     threads_.reserve(workers_.size());
     if (driver_) driver_->start();
     try {
-        for (auto& w : workers_) {
-            threads_.emplace_back([worker = w.get()] { worker->run(); });
-            const std::string name = "eddy-worker-" + std::to_string(w->index());
-            pthread_setname_np(threads_.back().native_handle(), name.substr(0, 15).c_str());
-        }
+        const std::vector<int> cpus = config_.pin_workers ? allowed_cpus() : std::vector<int>{};
+        for (auto& w : workers_) threads_.push_back(start_worker(*w, config_, cpus));  // reserved: no throw
     } catch (...) {
         shutdown();  // joins the threads that did start
         throw;
@@ -84,8 +165,8 @@ void Scheduler::shutdown() {
     // Step 2.
     stopping_.store(true, std::memory_order_relaxed);
     for (auto& w : workers_) w->parker().unpark();
-    for (auto& t : threads_)
-        if (t.joinable()) t.join();
+    for (pthread_t t : threads_) pthread_join(t, nullptr);
+    threads_.clear();
     if (driver_) driver_->shutdown();
 
     // Step 3.
@@ -176,34 +257,21 @@ void Scheduler::notify_if_work_pending() noexcept {
 }
 
 void Scheduler::report_unhandled(std::exception_ptr e) noexcept {
-    if (config_.on_unhandled_exception) {
-        try {
-            config_.on_unhandled_exception(e);
-            return;
-        } catch (...) {
-            std::fprintf(stderr, "eddy: on_unhandled_exception threw; reporting both\n");
-            default_report(std::current_exception());
-        }
-    }
-    default_report(e);
+    report_with(effective_policy(config_), config_.on_unhandled_exception, e);
 }
 
 void Scheduler::report_unobserved(std::uint64_t scheduler_id, std::exception_ptr e) noexcept {
+    // The runtime may be gone: its policy and hook are copied under the lock (gone: log).
+    UnhandledExceptionPolicy policy = UnhandledExceptionPolicy::log;
     std::function<void(std::exception_ptr)> hook;
     {
         std::lock_guard lock(g_live_mutex);
-        if (auto it = g_live.find(scheduler_id); it != g_live.end()) hook = it->second->config_.on_unhandled_exception;
-    }
-    if (hook) {
-        try {
-            hook(e);
-            return;
-        } catch (...) {
-            std::fprintf(stderr, "eddy: on_unhandled_exception threw; reporting both\n");
-            default_report(std::current_exception());
+        if (auto it = g_live.find(scheduler_id); it != g_live.end()) {
+            policy = effective_policy(it->second->config_);
+            if (policy == UnhandledExceptionPolicy::callback) hook = it->second->config_.on_unhandled_exception;
         }
     }
-    default_report(e);
+    report_with(policy, hook, e);
 }
 
 std::coroutine_handle<> Scheduler::finish_root(void* ctx, PromiseBase& p, std::coroutine_handle<> self) noexcept {

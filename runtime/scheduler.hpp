@@ -25,6 +25,8 @@
 #include "runtime/task_registry.hpp"
 #include "runtime/worker.hpp"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <coroutine>
 #include <cstddef>
@@ -47,12 +49,14 @@ public:
     Scheduler(const Scheduler&) = delete;
     Scheduler& operator=(const Scheduler&) = delete;
 
-    /// Starts the driver and the worker threads (std::system_error if one cannot start;
-    /// nothing is left running).
+    /// Starts the driver and the worker threads, with the configured names, stack size and
+    /// CPU pinning (std::system_error if one cannot start; nothing is left running).
     void start();
     /// Installs the I/O driver (before start()).
     void set_driver(std::unique_ptr<Driver> driver) noexcept { driver_ = std::move(driver); }
     Driver* driver() const noexcept { return driver_.get(); }
+    /// The configuration this runtime was built with (validated; any thread).
+    const RuntimeConfig& config() const noexcept { return config_; }
     /// Worker thread: hands the driver what this worker posted since the last flush.
     void flush_driver() noexcept {
         if (driver_) driver_->flush();
@@ -72,7 +76,7 @@ public:
     /// idle.hpp rule 4: the last searcher's final look at every queue.
     void notify_if_work_pending() noexcept;
 
-    /// Runs the unhandled-exception hook (or prints the default line).
+    /// Applies RuntimeConfig's unhandled-exception policy to `e`.
     void report_unhandled(std::exception_ptr e) noexcept;
     /// The same for a JoinHandle dropped anywhere, possibly after its runtime is gone.
     static void report_unobserved(std::uint64_t scheduler_id, std::exception_ptr e) noexcept;
@@ -100,7 +104,7 @@ private:
     TaskRegistry registry_;
     std::vector<std::unique_ptr<Worker>> workers_;
     std::unique_ptr<Driver> driver_;
-    std::vector<std::thread> threads_;
+    std::vector<pthread_t> threads_;  // the workers: started by start(), joined by shutdown()
     // Stop flag for the run loops. Relaxed is enough: it only asks a worker to leave; the
     // join in shutdown() is what orders everything after.
     std::atomic<bool> stopping_{false};

@@ -21,6 +21,8 @@ Worker::Worker(Scheduler& scheduler, std::size_t index)
       deque_(kLocalQueueCapacity),
       producer_(scheduler.inject()),
       consumer_(scheduler.inject()),
+      global_queue_interval_(scheduler.config().global_queue_interval),
+      global_countdown_(global_queue_interval_),
       rng_(0x9E3779B97F4A7C15ull * (index + 1)) {}
 
 void Worker::run() {
@@ -47,7 +49,9 @@ void Worker::run() {
 
 void* Worker::next_task() {
     void* task = nullptr;
-    if (++tick_ % kGlobalQueueInterval == 0) {
+    ++tick_;
+    if (--global_countdown_ == 0) {
+        global_countdown_ = global_queue_interval_;
         if (sched_.inject().pop_bulk(consumer_, &task, 1) == 1) return task;
         if (deque_.pop_top(task)) return task;
     }

@@ -1,7 +1,7 @@
 // runtime/worker.hpp: one worker thread: its deque, its run loop, stealing and parking.
 //
 // The run loop, each turn:
-//   1. next_task(): every kGlobalQueueInterval-th turn the global queue first, else the
+//   1. next_task(): every global_queue_interval_-th turn the global queue first, else the
 //      oldest task of the own deque (so neither injected nor old local tasks can starve
 //      behind a hot LIFO end); then the LIFO slot, the own deque (LIFO), a batch from the
 //      global queue, and last the tasks that yielded (see defer()).
@@ -52,10 +52,6 @@ class Scheduler;
 /// deque within 2 KiB. The small_queues build option shrinks it to 4 so that overflow and
 /// steal-the-last-item paths run constantly in tests.
 inline constexpr std::size_t kLocalQueueCapacity = EDDY_LOCAL_QUEUE_CAPACITY;
-
-/// How often a busy worker looks at the global queue first. 61, like Tokio: prime so that
-/// it does not fall into step with periodic task patterns; a guess, retune with data.
-inline constexpr std::uint32_t kGlobalQueueInterval = 61;
 
 /// How often a busy worker flushes what its tasks posted to the I/O driver (see above).
 /// Per task, the reactor went back to sleep and was woken again between two tasks; every
@@ -127,6 +123,11 @@ private:
     void* lifo_slot_ = nullptr;   // the next task to run; never stolen
     std::deque<void*> deferred_;  // yielded tasks, oldest first
     std::uint32_t tick_ = 0;
+    // How often a busy worker looks at the global queue first: RuntimeConfig::
+    // global_queue_interval (61 by default, like Tokio: prime so that it does not fall into
+    // step with periodic task patterns). A countdown, not tick_ % interval: no division.
+    const std::uint32_t global_queue_interval_;
+    std::uint32_t global_countdown_;
     bool searching_ = false;
     bool driver_pending_ = false;  // see note_driver_work()
     std::uint64_t rng_;

@@ -1,9 +1,10 @@
 // runtime/worker_count.cpp: see worker_count.hpp.
 #include "runtime/worker_count.hpp"
 
+#include "runtime/settings.hpp"
+
 #include <sched.h>
 
-#include <charconv>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -57,17 +58,7 @@ std::size_t available_cpus() {
 }
 
 std::size_t parse_workers_env(std::string_view value) {
-    std::size_t n = 0;
-    const char* first = value.data();
-    const char* last = first + value.size();
-    auto [end, ec] = std::from_chars(first, last, n);
-    if (value.empty() || ec != std::errc{} || end != last || n < 1 || n > kMaxWorkers) {
-        std::ostringstream msg;
-        msg << "eddy: EDDY_WORKERS must be a whole number from 1 to " << kMaxWorkers << ", got '"
-            << value << "'";
-        throw std::invalid_argument(msg.str());
-    }
-    return n;
+    return static_cast<std::size_t>(parse_count_env("EDDY_WORKERS", value, 1, kMaxWorkers));
 }
 
 std::size_t resolve_workers(std::optional<std::size_t> configured) {

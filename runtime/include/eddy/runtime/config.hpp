@@ -1,31 +1,99 @@
 // eddy/runtime/config.hpp: RuntimeConfig, how a Runtime is sized and wired.
+//
+// Every field has a default and an environment variable that RuntimeConfig::from_env() reads.
+// The Runtime constructor validates the fields: a value out of range throws
+// std::invalid_argument naming the field and the accepted range. from_env() throws the same
+// naming the variable, the rejected value and the accepted range.
+//
+//     eddy::Runtime rt(eddy::RuntimeConfig::from_env());                  // defaults + EDDY_*
+//     eddy::Runtime rt(eddy::RuntimeConfig::from_env({.workers = 2, .thread_name_prefix = "svc"}));
+//
+// A plain Runtime reads one variable on its own: EDDY_WORKERS, when set, overrides `workers`
+// (also a `workers` set after from_env()). Every other variable counts only through from_env().
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <optional>
+#include <string>
 
 namespace eddy {
 
+/// What happens to an exception that escapes a task nobody will observe (see
+/// RuntimeConfig::unhandled_exception).
+enum class UnhandledExceptionPolicy {
+    log,        ///< one line on stderr ("eddy: exception escaped a detached task: <what()>")
+    ignore,     ///< nothing
+    terminate,  ///< the line on stderr, then std::terminate() (SIGABRT by default)
+    callback,   ///< RuntimeConfig::on_unhandled_exception (required then)
+};
+
 struct RuntimeConfig {
-    /// Worker threads. Unset: the CPUs this process may use (affinity mask and cgroup CPU
-    /// quota respected). The environment variable EDDY_WORKERS, when set, overrides both;
-    /// a bad value there (or 0 here) makes the Runtime constructor throw
-    /// std::invalid_argument naming the setting.
+    /// Worker threads, 1..1024. Unset: the CPUs this process may use (affinity mask and
+    /// cgroup CPU quota respected). EDDY_WORKERS, when set, overrides both, even without
+    /// from_env() (see above).
     std::optional<std::size_t> workers{};
 
-    /// Submission queue entries of the reactor's io_uring ring (1..32768, rounded up to a
+    /// Submission queue entries of the reactor's io_uring ring, 1..32768 (rounded up to a
     /// power of two by the kernel; the completion queue gets four times as many). More
-    /// operations than this may be in flight: a full queue is submitted and refilled. A
-    /// value out of range makes the Runtime constructor throw std::invalid_argument.
+    /// operations than this may be in flight: a full queue is submitted and refilled.
+    /// Default 1024; EDDY_RING_ENTRIES.
     unsigned ring_entries = 1024;
 
-    /// Called on a worker thread with an exception that escaped a task nobody will observe:
-    /// a detached task (its JoinHandle dropped before it finished), or a finished task whose
-    /// JoinHandle was dropped without being awaited. Unset: one line on stderr. It must not
-    /// throw; the process is never terminated because of such an exception.
+    /// Thread names: "<prefix>-worker-N" and "<prefix>-reactor", cut to the 15 bytes Linux
+    /// keeps (what `top -H`, `ps -L` and /proc/<pid>/task/*/comm show): keep the prefix to 6
+    /// bytes or less for every name to stay whole. Not empty. Default "eddy"; EDDY_THREAD_NAME.
+    std::string thread_name_prefix = "eddy";
+
+    /// Pin worker i to the (i mod n)-th of the n CPUs in the affinity mask of the thread that
+    /// constructs the Runtime (round robin). The reactor thread is not pinned. Default false;
+    /// EDDY_PIN_WORKERS=0|1|true|false.
+    bool pin_workers = false;
+
+    /// A busy worker takes its next task from the global queue (else the oldest task of its
+    /// own deque) every this many turns, so that nothing starves behind a hot LIFO end.
+    /// 1..1000000; default 61 (Tokio's, a prime); EDDY_GLOBAL_QUEUE_INTERVAL.
+    std::uint32_t global_queue_interval = 61;
+
+    /// Stack size of each worker thread in bytes (at least this; rounded up to whole pages),
+    /// 64 KiB..1 GiB; 0 (the default) keeps the system's (RLIMIT_STACK, usually 8 MiB). Deep
+    /// recursion inside tasks and synchronously completing await chains run on it.
+    /// EDDY_STACK_SIZE: bytes, or a number with a K, M or G suffix (binary: 256K = 262144).
+    std::size_t stack_size = 0;
+
+    /// Run on every worker thread and on the reactor thread: on_thread_start once the thread is
+    /// named and before it does any work, on_thread_stop as the thread's last act (the workers'
+    /// at shutdown, the reactor's after them). Must not throw: an exception is reported on
+    /// stderr and ignored. Unset: nothing.
+    std::function<void()> on_thread_start{};
+    std::function<void()> on_thread_stop{};
+
+    /// What happens to an exception that escaped a task nobody will observe: a detached task
+    /// (its JoinHandle dropped before it finished), or a finished task whose JoinHandle was
+    /// dropped without being awaited. Unset: `callback` if on_unhandled_exception is set,
+    /// else `log`. EDDY_UNHANDLED=log|ignore|terminate.
+    std::optional<UnhandledExceptionPolicy> unhandled_exception{};
+
+    /// The `callback` policy: called on the thread that finished the task (or dropped its
+    /// handle) with the exception. Must not throw (an exception from it is reported on stderr
+    /// with the original one).
     std::function<void(std::exception_ptr)> on_unhandled_exception{};
+
+    /// `base` with every EDDY_* variable that is set applied over it: EDDY_WORKERS,
+    /// EDDY_RING_ENTRIES, EDDY_THREAD_NAME, EDDY_PIN_WORKERS, EDDY_GLOBAL_QUEUE_INTERVAL,
+    /// EDDY_STACK_SIZE, EDDY_UNHANDLED. A set but bad value (empty, not a number, out of
+    /// range, an unknown suffix or word) throws std::invalid_argument naming the variable,
+    /// the value and what is accepted.
+    static RuntimeConfig from_env(RuntimeConfig base);
+    static RuntimeConfig from_env() { return from_env(RuntimeConfig{}); }
+
+    static constexpr std::size_t kMaxWorkers = 1024;
+    static constexpr unsigned kMaxRingEntries = 32768;
+    static constexpr std::uint32_t kMaxGlobalQueueInterval = 1'000'000;
+    static constexpr std::size_t kMinStackSize = std::size_t{64} << 10;
+    static constexpr std::size_t kMaxStackSize = std::size_t{1} << 30;
 };
 
 } // namespace eddy

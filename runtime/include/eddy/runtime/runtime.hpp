@@ -30,8 +30,9 @@ namespace eddy {
 
 class Runtime {
 public:
-    /// Starts the workers. Throws std::invalid_argument for a bad worker count (naming
-    /// EDDY_WORKERS when the environment gave it), std::system_error if a thread cannot start.
+    /// Starts the workers. Throws std::invalid_argument for a bad field of `config` (naming it
+    /// and its range; EDDY_WORKERS when the environment gave the worker count),
+    /// std::system_error if a thread cannot start.
     explicit Runtime(RuntimeConfig config = {});
     ~Runtime();
     Runtime(const Runtime&) = delete;

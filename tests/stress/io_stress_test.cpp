@@ -38,8 +38,9 @@
 // Knobs (environment): EDDY_STRESS_ROUNDS=N runs N rounds of every case (the defaults are
 // sized for the TSan build on 2 cores); EDDY_STRESS_SEED=S changes the workload (message
 // sizes, chunking, which operations are cancellable and when they are stopped, timer
-// durations). A failure names the seed and round: rerun with the same EDDY_STRESS_SEED and
-// at least that many rounds.
+// durations); EDDY_STRESS_WORKERS=W[,W...] replaces the rounds' worker counts
+// (tests/support/stress_env.hpp). A failure names the seed and round: rerun with the same
+// EDDY_STRESS_SEED and at least that many rounds.
 #include <eddy/io/file_descriptor.hpp>
 #include <eddy/io/pipe.hpp>
 #include <eddy/io/read_write.hpp>
@@ -57,6 +58,7 @@
 
 #include "tests/support/counted.hpp"
 #include "tests/support/io_helpers.hpp"
+#include "tests/support/stress_env.hpp"
 #include "tests/support/watchdog.hpp"
 
 #include <doctest/doctest.h>
@@ -160,7 +162,7 @@ std::uint64_t base_seed() {
     return std::strtoull(v, nullptr, 0);
 }
 
-/// The configurations the rounds cycle through: worker count and SQ size.
+/// The configurations the rounds cycle through: worker count (EDDY_STRESS_WORKERS overrides) and SQ size.
 struct Config {
     std::size_t workers;
     unsigned ring_entries;
@@ -357,7 +359,8 @@ void for_each_round(const char* name, int case_id, int default_rounds, Body body
     const int n = rounds(default_rounds);
     const std::uint64_t base = base_seed();
     for (int round = 0; round < n; ++round) {
-        const Config& config = kConfigs[static_cast<std::size_t>(round) % std::size(kConfigs)];
+        Config config = kConfigs[static_cast<std::size_t>(round) % std::size(kConfigs)];
+        config.workers = eddy::test::stress_workers(config.workers, round);
         const std::uint64_t seed = mix(base + static_cast<std::uint64_t>(case_id), static_cast<std::uint64_t>(round));
         CAPTURE(base);
         CAPTURE(round);

@@ -20,6 +20,7 @@
 #include <eddy/eddy.hpp>
 
 #include "support/counted.hpp"
+#include "support/stress_env.hpp"
 #include "support/watchdog.hpp"
 
 #include <doctest/doctest.h>
@@ -70,7 +71,7 @@ constexpr int kExternalPerThread = 20000;
 constexpr int kFanOut = 1000;
 constexpr int kYieldTasks = 500;
 constexpr int kYieldsEach = 100;
-constexpr std::size_t kWorkerCounts[] = {1, 2, 8};
+constexpr std::size_t kWorkerCounts[] = {1, 2, 8};  // EDDY_STRESS_WORKERS overrides
 
 /// A count that a thread can block on until it reaches a value.
 class Tally {
@@ -346,7 +347,7 @@ void for_each_configuration(Body body) {
     const std::string name = doctest::getContextOptions()->currentTest != nullptr
                                  ? doctest::getContextOptions()->currentTest->m_name
                                  : "a test case";
-    for (std::size_t workers : kWorkerCounts) {
+    for (std::size_t workers : eddy::test::stress_worker_counts(kWorkerCounts)) {
         for (int round = 0; round < kRounds; ++round) {
             CAPTURE(workers);
             CAPTURE(round);

@@ -17,10 +17,12 @@
 // or OperationCancelled in case 2), and the counts add up; in case 3 the exact byte stream.
 // LeakSanitizer (ASan build) and TSan (TSan build) watch the rest.
 //
-// Knobs (environment): EDDY_STRESS_ROUNDS=N rounds of every case; EDDY_STRESS_SEED=S.
+// Knobs (environment): EDDY_STRESS_ROUNDS=N rounds of every case; EDDY_STRESS_SEED=S;
+// EDDY_STRESS_WORKERS=W[,W...] worker counts (tests/support/stress_env.hpp).
 #include <eddy/eddy.hpp>
 
 #include "tests/support/counted.hpp"
+#include "tests/support/stress_env.hpp"
 #include "tests/support/watchdog.hpp"
 
 #include <doctest/doctest.h>
@@ -89,7 +91,8 @@ constexpr Config kConfigs[] = {{2, 4}, {4, 1024}, {3, 8}, {2, 1024}, {4, 4}, {3,
 
 eddy::RuntimeConfig config_of(int round) {
     const Config& c = kConfigs[static_cast<std::size_t>(round) % std::size(kConfigs)];
-    return eddy::RuntimeConfig{.workers = c.workers, .ring_entries = c.ring_entries};
+    return eddy::RuntimeConfig{.workers = eddy::test::stress_workers(c.workers, round),
+                               .ring_entries = c.ring_entries};
 }
 
 /// splitmix64.

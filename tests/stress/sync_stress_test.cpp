@@ -11,6 +11,7 @@
 #include <eddy/eddy.hpp>
 
 #include "support/counted.hpp"
+#include "support/stress_env.hpp"
 #include "support/watchdog.hpp"
 
 #include <doctest/doctest.h>
@@ -48,14 +49,14 @@ constexpr std::uint64_t kPerProducer = 3000;
 #endif
 constexpr std::uint64_t kProducers = 6;
 constexpr std::uint64_t kConsumers = 6;
-constexpr std::size_t kWorkerCounts[] = {1, 2, 8};
+constexpr std::size_t kWorkerCounts[] = {1, 2, 8};  // EDDY_STRESS_WORKERS overrides
 
 template <class Body>
 void for_each_configuration(Body body) {
     const std::string name = doctest::getContextOptions()->currentTest != nullptr
                                  ? doctest::getContextOptions()->currentTest->m_name
                                  : "a test case";
-    for (std::size_t workers : kWorkerCounts) {
+    for (std::size_t workers : eddy::test::stress_worker_counts(kWorkerCounts)) {
         for (int round = 0; round < kRounds; ++round) {
             CAPTURE(workers);
             CAPTURE(round);

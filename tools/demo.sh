@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/demo.sh: the README's main command. Installs what is missing, builds eddy (release),
-# runs the examples, then the benchmark table beside the Tokio and Asio anchors (about two
-# minutes).
+# runs the examples, then the benchmark table beside the Tokio and Asio anchors
+# (`eddy-bench --quick`: every benchmark twice per runtime and worker count, about a minute on
+# an idle 2-core machine, after the build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh --anchors

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # tools/test.sh: the README's test command (and CI's). Installs what is missing, then builds
 # and tests eddy three ways, each in its own build directory:
-#   build          g++, release                     unit, headers, examples, stress
-#   build-asan     clang, ASan + UBSan (+LeakSan)   unit, headers, examples, stress
-#   build-tsan     clang, TSan, 4-slot deques       unit, headers, examples, stress
+#   build          g++, release                     unit, headers, examples, stress, install
+#   build-asan     clang, ASan + UBSan (+LeakSan)   unit, headers, examples, stress, install*
+#   build-tsan     clang, TSan, 4-slot deques       unit, headers, examples, stress, install*
+# Suite 'install' (tests/install/): install/pkg-config (meson install --destdir, then a program
+# built with `pkg-config --cflags --libs eddy` against that copy) runs in all three, built with
+# the build's compiler and -fsanitize flags; install/subproject (eddy via dependency('eddy') in
+# a temporary meson project: it compiles the library again) runs only in `build` (*: to save
+# time, and a sanitizer adds nothing there). The suite adds about a minute to `build`.
 # Sanitizer builds use clang 14: it makes symmetric transfer a real tail call under the
 # sanitizers (g++ 12 does not), which the million-deep await chain test needs.
 # Ends with one line "tests: N passed, N failed" summing the three runs.

@@ -183,6 +183,7 @@ void Reactor::wake_if_sleeping() noexcept {
         const std::uint64_t one = 1;
         while (write(event_fd_, &one, sizeof one) < 0 && errno == EINTR) {
         }
+        stat_wakeups_.fetch_add(1, std::memory_order_relaxed);  // any thread: a statistic only
     }
 }
 
@@ -204,6 +205,8 @@ void Reactor::run() noexcept {
         reap();
         fire_timers();
         flush_ready();
+        stat_in_flight_.set(pending_cqes_);
+        stat_timers_armed_.set(timers_.size());
         // Acquire: pairs with shutdown()'s release store.
         if (stop_.load(std::memory_order_acquire)) break;
         if (retry_ != nullptr) {
@@ -236,6 +239,7 @@ void Reactor::take_inbox() {
 void Reactor::handle_node(ReactorNode* node) {
     switch (node->kind) {
     case ReactorNode::Kind::kIo: {
+        stat_operations_.add();
         auto* op = static_cast<IoOperation*>(node);
         if (op->cancel_arrived) {
             complete(op, -ECANCELED);
@@ -246,6 +250,7 @@ void Reactor::handle_node(ReactorNode* node) {
         return;
     }
     case ReactorNode::Kind::kTimer: {
+        stat_operations_.add();
         auto* t = static_cast<TimerOperation*>(node);
         if (t->cancel_arrived) {
             complete(t, -ECANCELED);
@@ -348,7 +353,10 @@ void Reactor::start_cancel(Operation* op) {
 
 io_uring_sqe* Reactor::next_sqe() {
     for (;;) {
-        if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_)) return sqe;
+        if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_)) {
+            stat_submissions_.add();
+            return sqe;
+        }
         // The SQ is full: hand it to the kernel and take the slot again.
         const int r = io_uring_submit(&ring_);
         if (r == -EBUSY || r == -EAGAIN) {
@@ -385,6 +393,7 @@ void Reactor::reap() {
 
 void Reactor::handle_cqe(std::uint64_t user_data, std::int32_t res) {
     --pending_cqes_;
+    stat_completions_.add();
     if (user_data == kWakeTag) {
         wake_armed_ = false;  // re-armed by run(), which may take an SQE
         return;
@@ -419,7 +428,10 @@ void Reactor::handle_cqe(std::uint64_t user_data, std::int32_t res) {
 
 void Reactor::fire_timers() {
     if (timers_.empty()) return;
-    timers_.pop_expired(now_ns(), [this](TimerOperation* t) { complete(t, 0); });
+    timers_.pop_expired(now_ns(), [this](TimerOperation* t) {
+        stat_timers_fired_.add();
+        complete(t, 0);
+    });
 }
 
 void Reactor::complete(Operation* op, std::int32_t result) {
@@ -552,6 +564,18 @@ Reactor& current_reactor(const char* what) {
 }
 
 void submit(Reactor& reactor, Operation& op) noexcept { reactor.post_deferred(op); }
+
+ReactorMetrics Reactor::metrics() const noexcept {
+    ReactorMetrics m;
+    m.operations = stat_operations_.get();
+    m.submissions = stat_submissions_.get();
+    m.completions = stat_completions_.get();
+    m.timers_fired = stat_timers_fired_.get();
+    m.wakeups = stat_wakeups_.load(std::memory_order_relaxed);
+    m.in_flight = static_cast<std::size_t>(stat_in_flight_.get());
+    m.timers_armed = static_cast<std::size_t>(stat_timers_armed_.get());
+    return m;
+}
 
 void request_cancel(Operation& op) noexcept {
     // Acq_rel: pairs with complete()'s fetch_or (see operation.hpp). The node is posted at

@@ -30,6 +30,7 @@
 //     frame resumes when the kernel's completion of the original operation arrives.
 #pragma once
 
+#include "runtime/counter.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/inject_queue.hpp"
 #include "io/timer_heap.hpp"
@@ -63,6 +64,7 @@ public:
     /// after the posting task suspends.
     void post_deferred(ReactorNode& node) noexcept;
     void flush() noexcept override;
+    ReactorMetrics metrics() const noexcept override;
 
 private:
     // user_data values that are not operations (operations are at least 8-aligned).
@@ -115,6 +117,12 @@ private:
     std::size_t pending_cqes_ = 0;         // completions the kernel still owes us
     std::uint64_t wake_buf_ = 0;           // the eventfd read's buffer
     bool wake_armed_ = false;
+
+    // Statistics (eddy/runtime/metrics.hpp): written by the reactor thread only (gauges at
+    // the end of each round), except stat_wakeups_, counted by whichever thread wakes it.
+    OwnedCounter stat_operations_, stat_submissions_, stat_completions_, stat_timers_fired_;
+    OwnedCounter stat_in_flight_, stat_timers_armed_;
+    std::atomic<std::uint64_t> stat_wakeups_{0};
 };
 
 } // namespace eddy::detail

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include <eddy/runtime/config.hpp>
+#include <eddy/runtime/metrics.hpp>
 
 namespace eddy::detail {
 
@@ -29,6 +30,8 @@ public:
     /// Called once, with every worker joined: cancels what is in flight, waits for the
     /// kernel to let go of every buffer, and stops the driver's thread. Resumes nothing.
     virtual void shutdown() noexcept = 0;
+    /// Any thread: the driver's figures for Runtime::metrics().
+    virtual ReactorMetrics metrics() const noexcept = 0;
 };
 
 /// Builds the I/O driver of `sched` (io/reactor.cpp). Throws std::system_error when the

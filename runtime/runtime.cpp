@@ -26,6 +26,8 @@ void Runtime::shutdown() { scheduler_->shutdown(); }
 
 std::size_t Runtime::workers() const noexcept { return scheduler_->num_workers(); }
 
+RuntimeMetrics Runtime::metrics() const { return scheduler_->metrics(); }
+
 std::optional<std::size_t> this_worker::index() noexcept {
     detail::Worker* w = detail::current_worker();
     if (w == nullptr) return std::nullopt;

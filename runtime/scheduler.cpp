@@ -187,6 +187,7 @@ void Scheduler::cancel(FrameHeader* h) noexcept {
     const std::uint32_t prev =
         h->state.fetch_or(FrameHeader::kComplete | FrameHeader::kCancelled, std::memory_order_acq_rel);
     ThreadWaiter* waiter = (prev & FrameHeader::kThreadWaiting) != 0 ? h->thread_waiter : nullptr;
+    destroyed_.fetch_add(1, std::memory_order_relaxed);
     h->handle().destroy();  // drops the frame's reference; frees h if the handle is gone
     // SAFETY: a thread waiter holds the handle's reference, so h outlives this signal.
     if (waiter != nullptr) waiter->signal();
@@ -215,12 +216,14 @@ void Scheduler::spawn(PromiseBase& p, std::coroutine_handle<> frame) {
     h->home_id = id_;
     p.set_finish(&finish_root, this);
     if (local) {
+        w->stats().spawned.add();
         registry_.insert(h, w->index());
         // The new task runs next here; wake a helper only for the task it displaced.
         if (w->schedule_next(frame.address()) && workers_.size() > 1) notify_parked();
         return;
     }
     registry_.insert(h, reinterpret_cast<std::uintptr_t>(h) / alignof(FrameHeader));
+    external_spawned_.fetch_add(1, std::memory_order_relaxed);
     inject_.push(frame.address());
     notify_parked();
     // Release: pairs with shutdown()'s acquire load; our push happens before its drain.
@@ -256,6 +259,23 @@ void Scheduler::notify_if_work_pending() noexcept {
     if (inject_.size_approx() > 0) notify_parked();
 }
 
+RuntimeMetrics Scheduler::metrics() const {
+    RuntimeMetrics m;
+    m.workers.reserve(workers_.size());
+    // Figures of different threads are not synchronized: while tasks run, a completion may
+    // be seen without its spawn, so the difference is clamped at zero.
+    std::uint64_t completed = foreign_completed_.load(std::memory_order_relaxed);
+    for (const auto& w : workers_) m.workers.push_back(w->metrics());
+    for (const WorkerMetrics& w : m.workers) completed += w.tasks_completed;
+    const std::uint64_t destroyed = destroyed_.load(std::memory_order_relaxed);
+    m.tasks_spawned = external_spawned_.load(std::memory_order_relaxed) + m.total(&WorkerMetrics::tasks_spawned);
+    m.tasks_completed = completed;
+    m.tasks_alive = m.tasks_spawned > completed + destroyed ? m.tasks_spawned - completed - destroyed : 0;
+    m.global_queue_depth = inject_.size_approx();
+    if (driver_) m.reactor = driver_->metrics();
+    return m;
+}
+
 void Scheduler::report_unhandled(std::exception_ptr e) noexcept {
     report_with(effective_policy(config_), config_.on_unhandled_exception, e);
 }
@@ -278,6 +298,11 @@ std::coroutine_handle<> Scheduler::finish_root(void* ctx, PromiseBase& p, std::c
     auto* sched = static_cast<Scheduler*>(ctx);
     FrameHeader* h = header_of(self.address());
     sched->registry_.remove(h);
+    if (Worker* w = current_worker(); w != nullptr && &w->scheduler() == sched) {
+        w->stats().completed.add();
+    } else {
+        sched->foreign_completed_.fetch_add(1, std::memory_order_relaxed);
+    }
     // Acq_rel: release publishes the result to the handle (its acquire in is_finished/take/
     // join_release); acquire pairs with the handle's RMWs so joiner/thread_waiter are seen.
     const std::uint32_t prev = h->state.fetch_or(FrameHeader::kComplete, std::memory_order_acq_rel);

@@ -76,6 +76,9 @@ public:
     /// idle.hpp rule 4: the last searcher's final look at every queue.
     void notify_if_work_pending() noexcept;
 
+    /// Any thread: a snapshot of every worker's, the driver's and the scheduler's figures.
+    RuntimeMetrics metrics() const;
+
     /// Applies RuntimeConfig's unhandled-exception policy to `e`.
     void report_unhandled(std::exception_ptr e) noexcept;
     /// The same for a JoinHandle dropped anywhere, possibly after its runtime is gone.
@@ -112,6 +115,12 @@ private:
     std::atomic<std::uint64_t> external_{0};
     std::mutex shutdown_mutex_;
     bool shut_down_ = false;  // guarded by shutdown_mutex_
+    // Statistics that have no single owning worker (see metrics.hpp): spawns from outside the
+    // runtime, completions off its workers (none expected), tasks destroyed by shutdown.
+    // Relaxed read-modify-writes: these paths are not hot.
+    std::atomic<std::uint64_t> external_spawned_{0};
+    std::atomic<std::uint64_t> foreign_completed_{0};
+    std::atomic<std::uint64_t> destroyed_{0};
 };
 
 } // namespace eddy::detail

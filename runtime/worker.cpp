@@ -40,6 +40,7 @@ void Worker::run() {
             continue;
         }
         if (searching_) leave_searching();
+        stats_.polled.add();
         // SAFETY: every queued address is a suspended coroutine frame that nobody else will
         // resume: whoever queued it handed over the right to resume it.
         std::coroutine_handle<>::from_address(task).resume();
@@ -52,7 +53,10 @@ void* Worker::next_task() {
     ++tick_;
     if (--global_countdown_ == 0) {
         global_countdown_ = global_queue_interval_;
-        if (sched_.inject().pop_bulk(consumer_, &task, 1) == 1) return task;
+        if (sched_.inject().pop_bulk(consumer_, &task, 1) == 1) {
+            stats_.global_takes.add();
+            return task;
+        }
         if (deque_.pop_top(task)) return task;
     }
     if (lifo_slot_ != nullptr) return std::exchange(lifo_slot_, nullptr);
@@ -73,6 +77,7 @@ bool Worker::pop_global_batch(void*& out) {
     const std::size_t room = deque_.capacity() - deque_.size();
     const std::size_t n = sched_.inject().pop_bulk(consumer_, batch, std::min(kGlobalBatch, room + 1));
     if (n == 0) return false;
+    stats_.global_takes.add(n);
     out = batch[0];
     // Reverse order, so that LIFO pops run them in the order the global queue gave them.
     for (std::size_t i = n; i-- > 1;) (void)deque_.push(batch[i]);  // room checked above
@@ -102,7 +107,12 @@ void* Worker::steal_work() {
         const std::size_t victim = (start + i) % n;
         if (victim == index_) continue;
         void* first = nullptr;
-        if (sched_.worker(victim).deque().steal_into(deque_, first) > 0) return first;
+        stats_.steal_attempts.add();
+        if (const std::size_t n = sched_.worker(victim).deque().steal_into(deque_, first); n > 0) {
+            stats_.steals.add();
+            stats_.stolen.add(n);
+            return first;
+        }
     }
     void* task = nullptr;
     if (pop_global_batch(task)) return task;
@@ -128,10 +138,12 @@ void Worker::park() {
     Idle& idle = sched_.idle();
     idle.transition_to_parked(index_, searching_);
     searching_ = false;
+    stats_.parks.add();
     sched_.notify_if_work_pending();  // idle.hpp rule 4
     while (!sched_.stopping()) {
         parker_.park();
         if (idle.transition_from_parked(index_)) {
+            stats_.unparks.add();
             searching_ = true;  // a notifier counted us as searching
             return;
         }
@@ -143,9 +155,30 @@ void Worker::push_local(void* task) noexcept {
         // Full: move the older half to the global queue, where any worker can take it.
         void* batch[kLocalQueueCapacity / 2];
         const std::size_t n = deque_.pop_top_batch(batch, kLocalQueueCapacity / 2);
-        if (n > 0) sched_.inject().push_bulk(producer_, batch, n);
+        if (n > 0) {
+            sched_.inject().push_bulk(producer_, batch, n);
+            stats_.overflows.add();
+            stats_.overflowed.add(n);
+        }
         // n == 0: thieves raced us and made room; retry the push.
     }
+}
+
+WorkerMetrics Worker::metrics() const noexcept {
+    WorkerMetrics m;
+    m.tasks_polled = stats_.polled.get();
+    m.tasks_spawned = stats_.spawned.get();
+    m.tasks_completed = stats_.completed.get();
+    m.steal_attempts = stats_.steal_attempts.get();
+    m.steals = stats_.steals.get();
+    m.tasks_stolen = stats_.stolen.get();
+    m.global_queue_takes = stats_.global_takes.get();
+    m.parks = stats_.parks.get();
+    m.unparks = stats_.unparks.get();
+    m.overflows = stats_.overflows.get();
+    m.tasks_overflowed = stats_.overflowed.get();
+    m.local_queue_depth = deque_.size();
+    return m;
 }
 
 void Worker::clear_queues() noexcept {

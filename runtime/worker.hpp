@@ -31,9 +31,11 @@
 
 #include "runtime/private.hpp"
 #include "runtime/chase_lev_deque.hpp"
+#include "runtime/counter.hpp"
 #include "runtime/inject_queue.hpp"
 #include "runtime/parker.hpp"
 #include <eddy/runtime/detail/spin_lock.hpp>
+#include <eddy/runtime/metrics.hpp>
 
 #include <coroutine>
 #include <cstddef>
@@ -70,6 +72,12 @@ inline constexpr int kPausesPerRound = 64;
 /// queue's cost, few enough to leave work for the other workers. A guess; retune with data.
 inline constexpr std::size_t kGlobalBatch = 32;
 
+/// A worker's statistics (eddy/runtime/metrics.hpp): written by the worker thread only.
+struct WorkerStats {
+    OwnedCounter polled, spawned, completed, steal_attempts, steals, stolen, global_takes, parks, unparks,
+        overflows, overflowed;
+};
+
 class Worker {
 public:
     Worker(Scheduler& scheduler, std::size_t index);
@@ -98,6 +106,10 @@ public:
 
     /// After the thread was joined (shutdown): forgets every queued task.
     void clear_queues() noexcept;
+
+    /// Owner thread: the counters to add to. Any thread: metrics().
+    WorkerStats& stats() noexcept { return stats_; }
+    WorkerMetrics metrics() const noexcept;
 
     Scheduler& scheduler() const noexcept { return sched_; }
     std::size_t index() const noexcept { return index_; }
@@ -131,6 +143,7 @@ private:
     bool searching_ = false;
     bool driver_pending_ = false;  // see note_driver_work()
     std::uint64_t rng_;
+    WorkerStats stats_;
 };
 
 /// The worker running on the calling thread, or nullptr.

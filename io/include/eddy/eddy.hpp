@@ -18,6 +18,7 @@
 #include <eddy/runtime/event.hpp>
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/latch.hpp>
+#include <eddy/runtime/metrics.hpp>
 #include <eddy/runtime/mutex.hpp>
 #include <eddy/runtime/oneshot.hpp>
 #include <eddy/runtime/runtime.hpp>

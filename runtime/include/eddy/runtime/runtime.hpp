@@ -23,6 +23,7 @@
 #include <eddy/runtime/config.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>
 #include <eddy/runtime/join_handle.hpp>
+#include <eddy/runtime/metrics.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
@@ -63,6 +64,10 @@ public:
 
     /// The number of worker threads.
     std::size_t workers() const noexcept;
+
+    /// A snapshot of the runtime's figures (eddy/runtime/metrics.hpp). Any thread, any time
+    /// (also after shutdown); cheap: no lock, no pause of the workers.
+    RuntimeMetrics metrics() const;
 
 private:
     std::unique_ptr<detail::Scheduler> scheduler_;

@@ -1,0 +1,70 @@
+// eddy/runtime/metrics.hpp: RuntimeMetrics, a snapshot of what a Runtime has been doing.
+//
+//     eddy::RuntimeMetrics m = rt.metrics();   // any thread, any time, cheap
+//     std::printf("%s", m.to_string().c_str());
+//
+// Counters (monotonic since the Runtime started) and gauges (a value at the moment of the
+// snapshot). Each is written by one thread only (its worker, or the reactor thread) with a
+// relaxed store and read here with a relaxed load: counting costs an add on the hot path, no
+// atomic read-modify-write and no shared cache line, and a snapshot is not taken atomically
+// as a whole: figures of different threads may be a few operations apart. Once the runtime is
+// quiescent (every spawned task finished, nothing queued), they add up exactly:
+//     tasks_spawned == tasks_completed + tasks_alive      (and tasks_alive == 0)
+//     sum of tasks_stolen over workers == tasks the other workers lost to steals
+// "Tasks" in the spawn figures are root tasks (eddy::spawn, Runtime::spawn, block_on);
+// tasks_polled counts every resumption of every frame (awaited children, when_all/when_any
+// children and TaskGroup members included).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace eddy {
+
+struct WorkerMetrics {
+    std::uint64_t tasks_polled = 0;      // frames resumed by this worker
+    std::uint64_t tasks_spawned = 0;     // root tasks spawned from this worker
+    std::uint64_t tasks_completed = 0;   // root tasks that finished on this worker
+    std::uint64_t steal_attempts = 0;    // looks into another worker's deque
+    std::uint64_t steals = 0;            // looks that took something
+    std::uint64_t tasks_stolen = 0;      // tasks those steals took (half a deque at a time)
+    std::uint64_t global_queue_takes = 0;  // tasks taken from the global queue
+    std::uint64_t parks = 0;             // times the worker went to sleep
+    std::uint64_t unparks = 0;           // times it was woken to look for work
+    std::uint64_t overflows = 0;         // times its full deque moved half to the global queue
+    std::uint64_t tasks_overflowed = 0;  // tasks moved that way
+    std::size_t local_queue_depth = 0;   // gauge: tasks in its deque now
+};
+
+struct ReactorMetrics {
+    std::uint64_t operations = 0;   // I/O operations and timers handed to the reactor
+    std::uint64_t submissions = 0;  // SQEs submitted to the kernel (operations, polls, cancels, wake-up reads)
+    std::uint64_t completions = 0;  // CQEs reaped
+    std::uint64_t timers_fired = 0; // sleeps that reached their deadline
+    std::uint64_t wakeups = 0;      // times a worker woke the sleeping reactor (eventfd writes)
+    std::size_t in_flight = 0;      // gauge: completions the kernel still owes
+    std::size_t timers_armed = 0;   // gauge: sleeps waiting for their deadline
+};
+
+struct RuntimeMetrics {
+    std::vector<WorkerMetrics> workers;
+    ReactorMetrics reactor;
+    std::size_t global_queue_depth = 0;  // gauge (approximate: the queue is lock-free)
+    std::uint64_t tasks_spawned = 0;     // root tasks, from workers and from other threads
+    std::uint64_t tasks_completed = 0;   // root tasks that finished
+    std::uint64_t tasks_alive = 0;       // spawned, not finished, not destroyed by shutdown
+
+    /// The sum over workers of one figure, e.g. `m.total(&WorkerMetrics::steals)`.
+    std::uint64_t total(std::uint64_t WorkerMetrics::*figure) const noexcept {
+        std::uint64_t sum = 0;
+        for (const WorkerMetrics& w : workers) sum += w.*figure;
+        return sum;
+    }
+    /// A human-readable multi-line rendering (one line for the runtime, one per worker, one
+    /// for the reactor), for logs and SIGUSR1 handlers.
+    std::string to_string() const;
+};
+
+} // namespace eddy

@@ -1,0 +1,37 @@
+// runtime/metrics.cpp: RuntimeMetrics::to_string (see eddy/runtime/metrics.hpp).
+#include <eddy/runtime/metrics.hpp>
+
+#include <cinttypes>
+#include <cstdio>
+
+namespace eddy {
+
+std::string RuntimeMetrics::to_string() const {
+    std::string out;
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "runtime: workers=%zu tasks_spawned=%" PRIu64 " tasks_completed=%" PRIu64 " tasks_alive=%" PRIu64
+                  " global_queue_depth=%zu\n",
+                  workers.size(), tasks_spawned, tasks_completed, tasks_alive, global_queue_depth);
+    out += line;
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+        const WorkerMetrics& w = workers[i];
+        std::snprintf(line, sizeof line,
+                      "worker %zu: polled=%" PRIu64 " spawned=%" PRIu64 " completed=%" PRIu64 " steal_attempts=%" PRIu64
+                      " steals=%" PRIu64 " stolen=%" PRIu64 " global_takes=%" PRIu64 " parks=%" PRIu64
+                      " unparks=%" PRIu64 " overflows=%" PRIu64 " overflowed=%" PRIu64 " queue_depth=%zu\n",
+                      i, w.tasks_polled, w.tasks_spawned, w.tasks_completed, w.steal_attempts, w.steals,
+                      w.tasks_stolen, w.global_queue_takes, w.parks, w.unparks, w.overflows, w.tasks_overflowed,
+                      w.local_queue_depth);
+        out += line;
+    }
+    std::snprintf(line, sizeof line,
+                  "reactor: operations=%" PRIu64 " submissions=%" PRIu64 " completions=%" PRIu64 " timers_fired=%" PRIu64
+                  " wakeups=%" PRIu64 " in_flight=%zu timers_armed=%zu\n",
+                  reactor.operations, reactor.submissions, reactor.completions, reactor.timers_fired, reactor.wakeups,
+                  reactor.in_flight, reactor.timers_armed);
+    out += line;
+    return out;
+}
+
+} // namespace eddy

@@ -17,6 +17,34 @@ echo "== examples/basic_async (a local TCP server and a 100 ms sleep under when_
 ./build/examples/basic_async
 echo "== examples/fizzbuzz (pipes and a 100 ms timer; about 2 s)"
 ./build/examples/fizzbuzz
+echo "== examples/service (configured from EDDY_*/SERVICE_*; PING and a line over TCP, SIGUSR1, SIGTERM)"
+svc_out=$(mktemp)
+EDDY_WORKERS=2 EDDY_THREAD_NAME=svc ./build/examples/service >"$svc_out" &
+svc_pid=$!
+wait_for() {  # wait_for PATTERN: up to 10 s for a line of its output, while it runs
+    for _ in $(seq 100); do
+        grep -q "$1" "$svc_out" && return 0
+        kill -0 "$svc_pid" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+if wait_for ' listening='; then
+    head -n 1 "$svc_out"
+    port=$(sed -n 's/.* listening=[^ ]*:\([0-9]*\) .*/\1/p' "$svc_out")
+    exec 3<>"/dev/tcp/127.0.0.1/$port"
+    printf 'PING\nhello, service\n' >&3
+    timeout 10 head -n 2 <&3 | sed 's/^/  reply: /' || true
+    kill -USR1 "$svc_pid"
+    wait_for '^reactor:' || true
+    kill -TERM "$svc_pid"
+else
+    kill -TERM "$svc_pid" 2>/dev/null || true
+fi
+wait "$svc_pid" || echo "(service exited with status $?)"
+exec 3>&-
+tail -n +2 "$svc_out"
+rm -f "$svc_out"
 
 # The Tokio anchor needs cargo >= 1.65 (it uses let-else); Debian 12's own cargo is 1.63.
 anchors=../shared/anchors/tokio-bench

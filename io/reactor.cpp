@@ -161,6 +161,13 @@ void Reactor::post(ReactorNode& node) noexcept {
 
 void Reactor::post_deferred(ReactorNode& node) noexcept {
     push(node);
+    // Seq_cst: pairs with sleep_in_kernel()'s store of its sleep kind and its re-check of the
+    // inbox, like wake_if_sleeping(). An unbounded sleeper would not come back for the node
+    // by itself: wake it now (see reactor.hpp). A bounded one looks within a millisecond.
+    if (sleeping_.load(std::memory_order_seq_cst) == kSleepingUnbounded) {
+        wake_if_sleeping();
+        return;
+    }
     // submit() runs on a worker of this reactor's runtime (current_reactor checked that).
     current_worker()->note_driver_work();
 }
@@ -179,7 +186,8 @@ void Reactor::push(ReactorNode& node) noexcept {
 
 void Reactor::wake_if_sleeping() noexcept {
     // Seq_cst: pairs with sleep_in_kernel()'s store of true and its re-check of the inbox.
-    if (sleeping_.load(std::memory_order_seq_cst) && sleeping_.exchange(false, std::memory_order_seq_cst)) {
+    if (sleeping_.load(std::memory_order_seq_cst) != kAwake &&
+        sleeping_.exchange(kAwake, std::memory_order_seq_cst) != kAwake) {
         const std::uint64_t one = 1;
         while (write(event_fd_, &one, sizeof one) < 0 && errno == EINTR) {
         }
@@ -460,27 +468,27 @@ void Reactor::sleep_in_kernel() {
     if (!wake_armed_) arm_wake();
     // Arming may have had to reap (a full SQ), finishing operations: deliver them first.
     if (!ready_.empty() || retry_ != nullptr) return;
-    // Seq_cst: pairs with post() (see reactor.hpp).
-    sleeping_.store(true, std::memory_order_seq_cst);
-    if (inbox_.load(std::memory_order_seq_cst) != nullptr) {
-        sleeping_.store(false, std::memory_order_relaxed);
-        io_uring_submit_and_get_events(&ring_);
-        return;
-    }
     __kernel_timespec ts{};
     __kernel_timespec* timeout = nullptr;
     // A running worker may have posted without waking us yet (it flushes in batches): look
     // at the inbox again within kUnflushedBoundNs while any worker is unparked. Relaxed: a
-    // stale count only shortens or lengthens one sleep.
+    // stale count is harmless either way. Bounded, we come back by ourselves; unbounded,
+    // post_deferred() sees kSleepingUnbounded below and wakes us (see reactor.hpp).
     std::int64_t bound = sched_.idle().num_unparked() > 0 ? kUnflushedBoundNs : -1;
     if (!timers_.empty()) {
         const std::int64_t delta = timers_.top()->deadline_ns - now_ns();
         if (delta <= 0) {
-            sleeping_.store(false, std::memory_order_relaxed);
             io_uring_submit_and_get_events(&ring_);
             return;
         }
         if (bound < 0 || delta < bound) bound = delta;
+    }
+    // Seq_cst: pairs with post() and post_deferred() (see reactor.hpp).
+    sleeping_.store(bound < 0 ? kSleepingUnbounded : kSleepingBounded, std::memory_order_seq_cst);
+    if (inbox_.load(std::memory_order_seq_cst) != nullptr) {
+        sleeping_.store(kAwake, std::memory_order_relaxed);
+        io_uring_submit_and_get_events(&ring_);
+        return;
     }
     if (bound >= 0) {
         ts.tv_sec = bound / 1'000'000'000;
@@ -489,8 +497,8 @@ void Reactor::sleep_in_kernel() {
     }
     io_uring_cqe* cqe = nullptr;
     const int r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, timeout, nullptr);
-    // Relaxed: a submitter that still sees true only writes the eventfd once too often.
-    sleeping_.store(false, std::memory_order_relaxed);
+    // Relaxed: a submitter that still sees us asleep only writes the eventfd once too often.
+    sleeping_.store(kAwake, std::memory_order_relaxed);
     if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY && r != -EAGAIN)
         std::fprintf(stderr, "eddy: reactor: waiting for completions failed: %s\n", std::strerror(-r));
 }

@@ -14,9 +14,17 @@
 //            the eventfd (kept armed by a read in the ring) or the earliest timer.
 //
 // # Sleeping without losing a wake-up
-//   The reactor stores sleeping_ = true, then looks at the inbox once more before entering
-//   the kernel; a submitter pushes, then exchanges sleeping_ for false and writes the
-//   eventfd if it was true. Both sides use seq_cst, so at least one sees the other.
+//   The reactor stores sleeping_ (how it sleeps, below), then looks at the inbox once more
+//   before entering the kernel; a submitter pushes, then exchanges sleeping_ for kAwake and
+//   writes the eventfd if it was asleep. Both sides use seq_cst, so at least one sees the
+//   other.
+//   A worker's post is deferred to its next flush (batching), which is safe only while the
+//   reactor looks at the inbox by itself within kUnflushedBoundNs: it sleeps that bounded
+//   (kSleepingBounded) whenever a worker is unparked. When every worker was parked as it
+//   went to sleep, it sleeps without a bound (kSleepingUnbounded), and a worker that unparks
+//   later must not defer: its next flush may never come if it then runs a long task (found
+//   by the io/sleep test under load: the sleep behind a spinning task never reached the
+//   kernel). So post_deferred() wakes an unbounded sleeper at once.
 //
 // # Kernel conditions handled
 //   - Full SQ: submit what is queued and take the SQE again (never dropped).
@@ -104,7 +112,10 @@ private:
     // exchange in take_inbox(), which publishes each node's fields to the reactor.
     std::atomic<ReactorNode*> inbox_{nullptr};
     // Seq_cst against inbox_ (see "Sleeping without losing a wake-up" above).
-    std::atomic<bool> sleeping_{false};
+    static constexpr std::uint8_t kAwake = 0;
+    static constexpr std::uint8_t kSleepingBounded = 1;
+    static constexpr std::uint8_t kSleepingUnbounded = 2;
+    std::atomic<std::uint8_t> sleeping_{kAwake};
     // Set by shutdown(), read by run(). Release/acquire: the flag is all that passes.
     std::atomic<bool> stop_{false};
 

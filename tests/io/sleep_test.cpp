@@ -19,6 +19,7 @@
 
 #include <eddy/io/sleep.hpp>
 #include <eddy/runtime/join_handle.hpp>
+#include <eddy/runtime/metrics.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/spawn.hpp>
 #include <eddy/runtime/this_worker.hpp>
@@ -282,6 +283,25 @@ Task<bool> sleep_behind_a_busy_task() {
 
 TEST_CASE("a sleep is armed when its task suspends, even if the next task never does") {
     Runtime rt(RuntimeConfig{.workers = 2});
+    const auto start = Clock::now();
+    CHECK(rt.block_on(sleep_behind_a_busy_task()));
+    CHECK(Clock::now() - start < 5s);
+}
+
+TEST_CASE("a sleep posted right after the runtime was idle reaches the kernel behind a busy task") {
+    // Regression: with every worker parked, the reactor sleeps without a bound. The task
+    // below unparks a worker, posts its sleep (deferred to the worker's next flush) and lets
+    // a spinning task take the worker, so that flush never comes: the reactor has to be woken
+    // by the post itself. Waiting for both workers to park first (and a little longer, so the
+    // reactor goes to its unbounded sleep) makes that path likely; the outcome holds either way.
+    Runtime rt(RuntimeConfig{.workers = 2});
+    const auto deadline = Clock::now() + eddy::test::kDeadline;
+    for (;;) {
+        const eddy::RuntimeMetrics m = rt.metrics();
+        if ((m.workers[0].parks > 0 && m.workers[1].parks > 0) || eddy::test::past(deadline)) break;
+        std::this_thread::sleep_for(1ms);
+    }
+    std::this_thread::sleep_for(20ms);
     const auto start = Clock::now();
     CHECK(rt.block_on(sleep_behind_a_busy_task()));
     CHECK(Clock::now() - start < 5s);

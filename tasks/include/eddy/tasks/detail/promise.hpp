@@ -42,8 +42,8 @@ public:
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> self) const noexcept {
             PromiseBase& p = self.promise();
-            if (p.finish_ != nullptr) return p.finish_(p.finish_ctx_, p, self);
-            return p.continuation_;
+            if (p.finish_ != nullptr) return p.finish_(p.link_, p, self);
+            return p.link_ != nullptr ? std::coroutine_handle<>::from_address(p.link_) : std::noop_coroutine();
         }
         [[noreturn]] void await_resume() const noexcept { std::terminate(); }
     };
@@ -51,10 +51,10 @@ public:
 
     void unhandled_exception() noexcept { exception_ = std::current_exception(); }
 
-    void set_continuation(std::coroutine_handle<> c) noexcept { continuation_ = c; }
+    void set_continuation(std::coroutine_handle<> c) noexcept { link_ = c.address(); }
     void set_finish(FinishFn fn, void* ctx) noexcept {
         finish_ = fn;
-        finish_ctx_ = ctx;
+        link_ = ctx;
     }
     const std::exception_ptr& exception() const noexcept { return exception_; }
 
@@ -70,12 +70,19 @@ protected:
     }
 
 private:
-    std::coroutine_handle<> continuation_ = std::noop_coroutine();
+    // What runs after final suspend. A task is either awaited (`link_` is its continuation's
+    // address; null: nothing, a noop) or finished by a hook (`finish_` with `link_` as its
+    // context), never both, so one word serves both: every frame carries these fields, and
+    // 8 bytes more per frame crossed glibc's 128-byte fastbin limit for small tasks, which
+    // halved spawn_many with 2 workers (frames allocated on one worker, freed on another).
     FinishFn finish_ = nullptr;
-    void* finish_ctx_ = nullptr;
+    void* link_ = nullptr;
     std::exception_ptr exception_;
     const std::stop_token* stop_ = nullptr;
 };
+// Every frame pays for these bytes (and the header's): see the comment on link_ above.
+// Measure spawn_many with 2 workers before letting this grow.
+static_assert(sizeof(PromiseBase) <= 4 * sizeof(void*), "PromiseBase grew: every Task frame pays for it");
 
 /// The cancellation token of the coroutine behind `h` if it is an eddy Task, else nullptr.
 /// Awaiters use it from a templated await_suspend to learn whom they suspend.

@@ -16,6 +16,7 @@
 
 #include "tests/support/counted.hpp"
 #include "tests/support/net_helpers.hpp"
+#include "tests/support/sleeper.hpp"
 
 using eddy::OperationCancelled;
 using eddy::Runtime;
@@ -27,6 +28,7 @@ using eddy::test::Connection;
 using eddy::test::Counted;
 using eddy::test::LifetimeCounter;
 using eddy::test::run;
+using eddy::test::sleeper;
 using eddy::test::text;
 using namespace std::chrono_literals;
 
@@ -35,17 +37,6 @@ namespace {
 Task<int> after(std::chrono::milliseconds d, int v) {
     co_await eddy::sleep(d);
     co_return v;
-}
-
-Task<int> sleeper(LifetimeCounter& frames, std::atomic<int>& cancelled) {
-    Counted local(frames);
-    try {
-        co_await eddy::sleep(1h);
-    } catch (const OperationCancelled&) {
-        cancelled.fetch_add(1);
-        throw;
-    }
-    co_return 0;
 }
 
 } // namespace

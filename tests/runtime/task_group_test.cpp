@@ -23,6 +23,7 @@
 
 #include "tests/support/counted.hpp"
 #include "tests/support/net_helpers.hpp"
+#include "tests/support/sleeper.hpp"
 
 using eddy::OperationCancelled;
 using eddy::Runtime;
@@ -32,6 +33,7 @@ using eddy::TaskGroup;
 using eddy::test::Counted;
 using eddy::test::LifetimeCounter;
 using eddy::test::run;
+using eddy::test::sleeper;
 using namespace std::chrono_literals;
 
 namespace {
@@ -39,17 +41,6 @@ namespace {
 Task<void> add(std::atomic<int>& n, int v) {
     co_await eddy::yield_now();
     n.fetch_add(v);
-}
-
-/// Sleeps (practically) forever; counts its cancellation; its frame holds a Counted.
-Task<void> sleeper(LifetimeCounter& frames, std::atomic<int>& cancelled) {
-    Counted local(frames);
-    try {
-        co_await eddy::sleep(1h);
-    } catch (const OperationCancelled&) {
-        cancelled.fetch_add(1);
-        throw;
-    }
 }
 
 Task<void> fail_after(std::chrono::milliseconds d) {
@@ -110,7 +101,7 @@ TEST_CASE("a failing child cancels its sleeping siblings and its exception is re
     std::atomic<int> cancelled{0};
     const auto start = std::chrono::steady_clock::now();
     CHECK_THROWS_WITH_AS(run(rt, eddy::task_group([&](TaskGroup& g) -> Task<void> {
-                             for (int i = 0; i < 5; ++i) g.spawn(sleeper(frames, cancelled));
+                             for (int i = 0; i < 5; ++i) g.spawn(sleeper<void>(frames, cancelled));
                              g.spawn(fail_after(10ms));
                              co_await eddy::sleep(1h);  // the body is a member too: cancelled as well
                          })),
@@ -126,8 +117,8 @@ TEST_CASE("an exception from the body cancels the children and is rethrown") {
     LifetimeCounter frames;
     std::atomic<int> cancelled{0};
     CHECK_THROWS_WITH_AS(run(rt, eddy::task_group([&](TaskGroup& g) -> Task<void> {
-                             g.spawn(sleeper(frames, cancelled));
-                             g.spawn(sleeper(frames, cancelled));
+                             g.spawn(sleeper<void>(frames, cancelled));
+                             g.spawn(sleeper<void>(frames, cancelled));
                              co_await eddy::sleep(5ms);
                              throw std::logic_error("body failed");
                          })),
@@ -142,7 +133,7 @@ TEST_CASE("cancel() stops every member and the group completes normally") {
     std::atomic<int> cancelled{0};
     bool cancelled_seen = false;
     run(rt, eddy::task_group([&](TaskGroup& g) -> Task<void> {
-        for (int i = 0; i < 4; ++i) g.spawn(sleeper(frames, cancelled));
+        for (int i = 0; i < 4; ++i) g.spawn(sleeper<void>(frames, cancelled));
         g.spawn([](TaskGroup& group) -> Task<void> {
             co_await eddy::sleep(10ms);
             group.cancel();
@@ -162,7 +153,7 @@ TEST_CASE("a child spawned after cancel() starts cancelled") {
         g.cancel();
         CHECK(g.cancelled());
         CHECK(g.stop_token().stop_requested());
-        g.spawn(sleeper(frames, cancelled));
+        g.spawn(sleeper<void>(frames, cancelled));
         co_return;
     }));
     CHECK(cancelled.load() == 1);
@@ -175,7 +166,7 @@ TEST_CASE("cancelling the group's awaiter cancels every member and the group thr
     std::stop_source stop;
     auto group = [&]() -> Task<void> {
         co_await eddy::with_stop_token(eddy::task_group([&](TaskGroup& g) -> Task<void> {
-                                           for (int i = 0; i < 3; ++i) g.spawn(sleeper(frames, cancelled));
+                                           for (int i = 0; i < 3; ++i) g.spawn(sleeper<void>(frames, cancelled));
                                            co_return;
                                        }),
                                        stop.get_token());
@@ -231,7 +222,7 @@ TEST_CASE("shutting the runtime down with a group running destroys every member"
     {
         Runtime rt(RuntimeConfig{.workers = 2});
         rt.spawn(eddy::task_group([&](TaskGroup& g) -> Task<void> {
-              for (int i = 0; i < 8; ++i) g.spawn(sleeper(frames, cancelled));
+              for (int i = 0; i < 8; ++i) g.spawn(sleeper<void>(frames, cancelled));
               started.store(1);
               co_await eddy::sleep(1h);
           })).detach();

@@ -24,6 +24,7 @@
 
 #include "tests/support/counted.hpp"
 #include "tests/support/net_helpers.hpp"
+#include "tests/support/sleeper.hpp"
 
 using eddy::OperationCancelled;
 using eddy::Runtime;
@@ -32,23 +33,12 @@ using eddy::Task;
 using eddy::test::Counted;
 using eddy::test::LifetimeCounter;
 using eddy::test::run;
+using eddy::test::sleeper;
 using namespace std::chrono_literals;
 
 namespace {
 
 Task<int> value(int v) { co_return v; }
-
-/// Sleeps (practically) forever, counting its cancellation; its frame holds a Counted.
-Task<int> sleeper(LifetimeCounter& frames, std::atomic<int>& cancelled) {
-    Counted local(frames);
-    try {
-        co_await eddy::sleep(1h);
-    } catch (const OperationCancelled&) {
-        cancelled.fetch_add(1);
-        throw;
-    }
-    co_return -1;
-}
 
 Task<int> after(std::chrono::milliseconds d, int v) {
     co_await eddy::sleep(d);

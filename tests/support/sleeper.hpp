@@ -1,0 +1,30 @@
+// tests/support/sleeper.hpp: a task that only a cancellation ends, for the combinator tests.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <type_traits>
+
+#include <eddy/io/sleep.hpp>
+#include <eddy/tasks/errors.hpp>
+#include <eddy/tasks/task.hpp>
+
+#include "tests/support/counted.hpp"
+
+namespace eddy::test {
+
+/// Sleeps for an hour unless cancelled; its frame holds a Counted (so a test sees it end) and
+/// it counts its cancellation before rethrowing it. Returns T{} if it ever wakes.
+template <class T = int>
+Task<T> sleeper(LifetimeCounter& frames, std::atomic<int>& cancelled) {
+    Counted local(frames);
+    try {
+        co_await eddy::sleep(std::chrono::hours(1));
+    } catch (const OperationCancelled&) {
+        cancelled.fetch_add(1);
+        throw;
+    }
+    if constexpr (!std::is_void_v<T>) co_return T{};
+}
+
+} // namespace eddy::test

@@ -6,320 +6,51 @@
 // started with port 0 and tells us its port on its first line, so no fixed port can collide.
 // It is stopped with SIGTERM when each test ends (a clean shutdown, exit status 0; SIGKILL if
 // it does not exit within kDeadline); if this process dies first, PR_SET_PDEATHSIG kills it.
+// The child process and the client are tests/support/child_process.hpp and line_client.hpp,
+// shared with service_test.cpp.
 #include <doctest/doctest.h>
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
+#include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-extern char** environ;
+#include "../support/child_process.hpp"
+#include "../support/line_client.hpp"
 
 namespace {
 
-/// How long any single wait may take before we call it a hang (never slowness).
-constexpr auto kDeadline = std::chrono::seconds(20);
+using eddy::test::child::Client;
+using eddy::test::child::Clock;
+using eddy::test::child::Exit;
+using eddy::test::child::kDeadline;
+using eddy::test::child::ms_left;
 
-using Clock = std::chrono::steady_clock;
-
-int ms_left(Clock::time_point deadline) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    return left < 0 ? 0 : static_cast<int>(left);
-}
-
-std::string read_whole_file(int fd) {
-    std::string text;
-    char buf[4096];
-    for (off_t at = 0;;) {
-        const ssize_t n = ::pread(fd, buf, sizeof buf, at);
-        if (n <= 0) return text;
-        text.append(buf, static_cast<std::size_t>(n));
-        at += n;
-    }
-}
-
-/// What a finished child left behind.
-struct Exit {
-    int status;       // exit code, or 128 + signal
-    std::string err;  // its standard error
-};
+/// examples/echo_server: its binary is named by EDDY_ECHO_SERVER; our own EDDY_PORT /
+/// EDDY_WORKERS (if any) must not leak into the test.
+const eddy::test::child::Program kEchoServer{"echo_server", "EDDY_ECHO_SERVER", {"EDDY_PORT=", "EDDY_WORKERS="}};
 
 /// The echo server, running as a child process. Its stdout is a pipe (we read the first
 /// line from it), its stderr a temporary file (checked by the tests, shown on failure).
-class Server {
+class Server : public eddy::test::child::ChildProcess {
 public:
     /// Starts the server with `args`; `env` entries ("NAME=value") replace or add to ours;
     /// `max_files` > 0 caps its descriptors (RLIMIT_NOFILE).
-    Server(std::vector<std::string> args, std::vector<std::string> env = {}, rlim_t max_files = 0) {
-        const char* path = std::getenv("EDDY_ECHO_SERVER");
-        REQUIRE_MESSAGE(path != nullptr, "EDDY_ECHO_SERVER must name the echo_server binary");
-
-        // Everything exec needs is built before fork: the child only calls async-signal-safe
-        // functions.
-        args.insert(args.begin(), path);
-        std::vector<char*> argv;
-        for (std::string& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        // Our own EDDY_PORT / EDDY_WORKERS (if any) must not leak into the test.
-        std::vector<std::string> envs;
-        for (char** e = environ; *e != nullptr; ++e)
-            if (std::strncmp(*e, "EDDY_PORT=", 10) != 0 && std::strncmp(*e, "EDDY_WORKERS=", 13) != 0)
-                envs.emplace_back(*e);
-        for (std::string& e : env) envs.push_back(std::move(e));
-        std::vector<char*> envp;
-        for (std::string& e : envs) envp.push_back(e.data());
-        envp.push_back(nullptr);
-
-        int out[2];
-        REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
-        char err_name[] = "/tmp/eddy-echo-server-stderr-XXXXXX";
-        err_fd_ = ::mkostemp(err_name, O_CLOEXEC);
-        REQUIRE(err_fd_ >= 0);
-        ::unlink(err_name);
-
-        const pid_t parent = ::getpid();
-        pid_ = ::fork();
-        REQUIRE(pid_ >= 0);
-        if (pid_ == 0) {
-            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (::getppid() != parent) ::_exit(127);  // the parent died before prctl
-            if (max_files > 0) {
-                const rlimit lim{max_files, max_files};
-                if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) ::_exit(127);
-            }
-            ::dup2(out[1], STDOUT_FILENO);             // dup2 clears close-on-exec
-            ::dup2(err_fd_, STDERR_FILENO);
-            ::execve(path, argv.data(), envp.data());
-            ::_exit(127);
-        }
-        ::close(out[1]);
-        out_fd_ = out[0];
-    }
-
-    Server(const Server&) = delete;
-    Server& operator=(const Server&) = delete;
-
-    ~Server() {
-        const Exit e = finish();
-        // Show what the test did not look at itself (a sanitizer report, say).
-        if (!checked_ && !e.err.empty())
-            MESSAGE("echo_server's stderr (exit status " << e.status << "):\n" << e.err);
-    }
-
-    /// The first line of standard output (without '\n'), or nullopt if the server exits or
-    /// stays silent for kDeadline.
-    std::optional<std::string> first_line() {
-        const auto deadline = Clock::now() + kDeadline;
-        std::string& line = out_;
-        for (;;) {
-            if (const auto nl = line.find('\n'); nl != std::string::npos) {
-                std::string first = line.substr(0, nl);
-                line.erase(0, nl + 1);  // the rest is for rest_of_output()
-                return first;
-            }
-            pollfd p{out_fd_, POLLIN, 0};
-            if (::poll(&p, 1, ms_left(deadline)) <= 0) return std::nullopt;
-            char buf[256];
-            const ssize_t n = ::read(out_fd_, buf, sizeof buf);
-            if (n <= 0) return std::nullopt;
-            line.append(buf, static_cast<std::size_t>(n));
-        }
-    }
-
-    /// Standard output after the first line, up to end of file (the server exited, e.g.
-    /// after wait_exit()), or what came before kDeadline.
-    std::string rest_of_output() {
-        const auto deadline = Clock::now() + kDeadline;
-        while (out_fd_ >= 0) {
-            pollfd p{out_fd_, POLLIN, 0};
-            if (::poll(&p, 1, ms_left(deadline)) <= 0) break;
-            char buf[256];
-            const ssize_t n = ::read(out_fd_, buf, sizeof buf);
-            if (n <= 0) break;
-            out_.append(buf, static_cast<std::size_t>(n));
-        }
-        return out_;
-    }
-
-    /// Sends `sig` to the server.
-    void signal(int sig) {
-        REQUIRE(pid_ > 0);
-        REQUIRE(::kill(pid_, sig) == 0);
-    }
+    Server(std::vector<std::string> args, std::vector<std::string> env = {}, rlim_t max_files = 0)
+        : ChildProcess(kEchoServer, std::move(args), std::move(env), max_files) {}
 
     /// Its port, from the first line "echo_server runtime=eddy workers=N listening=ADDR";
     /// `workers` gets N. Skips the whole test (77) if the server cannot use io_uring here.
-    std::uint16_t port(std::size_t* workers = nullptr) {
-        const std::optional<std::string> line = first_line();
-        if (!line) {
-            const Exit e = finish();
-            if (e.err.find("io_uring is unavailable") != std::string::npos) {
-                std::printf("SKIP: %s", e.err.c_str());
-                std::fflush(stdout);
-                std::_Exit(77);  // meson's "skipped": this kernel cannot run a Runtime at all
-            }
-            FAIL("echo_server printed no listening line; exit status " << e.status << ", stderr:\n" << e.err);
-        }
-        unsigned n = 0, a = 0, b = 0, c = 0, d = 0, port = 0;
-        const int got = std::sscanf(line->c_str(), "echo_server runtime=eddy workers=%u listening=%u.%u.%u.%u:%u",
-                                    &n, &a, &b, &c, &d, &port);
-        INFO("line: " << *line);
-        REQUIRE(got == 6);
-        CHECK((a == 127 && b == 0 && c == 0 && d == 1));
-        REQUIRE(port > 0);
-        REQUIRE(port < 65536);
-        if (workers != nullptr) *workers = n;
-        return static_cast<std::uint16_t>(port);
-    }
-
-    /// Polls its stderr (up to kDeadline) until it contains `text`.
-    bool wait_stderr(const std::string& text) {
-        const auto deadline = Clock::now() + kDeadline;
-        while (read_whole_file(err_fd_).find(text) == std::string::npos) {
-            if (Clock::now() > deadline) return false;
-            ::usleep(1000);
-        }
-        return true;
-    }
-
-    /// True while the process runs.
-    bool running() {
-        if (pid_ < 0) return false;
-        int status = 0;
-        const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-        if (r == 0) return true;
-        exit_ = decode(status);
-        pid_ = -1;
-        return false;
-    }
-
-    /// Waits (up to kDeadline) for the process to exit by itself; nullopt if it does not.
-    std::optional<Exit> wait_exit() {
-        const auto deadline = Clock::now() + kDeadline;
-        while (running()) {
-            if (Clock::now() > deadline) return std::nullopt;
-            ::usleep(1000);  // polling a child's exit: there is no fd to wait on here
-        }
-        return stop();
-    }
-
-    /// Stops it if still running (SIGTERM, the signal an operator would send; SIGKILL if it
-    /// has not exited after kDeadline), reaps it and returns how it ended, for the test to
-    /// check. Idempotent.
-    Exit stop() {
-        checked_ = true;
-        return finish();
-    }
-
-private:
-    Exit finish() {
-        if (pid_ > 0) {
-            ::kill(pid_, SIGTERM);
-            const auto deadline = Clock::now() + kDeadline;
-            while (running()) {
-                if (Clock::now() > deadline) {
-                    ::kill(pid_, SIGKILL);  // a shutdown that hangs: the test sees status 128+9
-                    int status = 0;
-                    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-                    }
-                    exit_ = decode(status);
-                    pid_ = -1;
-                    break;
-                }
-                ::usleep(1000);  // polling a child's exit: there is no fd to wait on here
-            }
-        }
-        if (out_fd_ >= 0) {
-            // The process is gone, so this reaches end of file: keep what it printed last.
-            char buf[256];
-            for (ssize_t n; (n = ::read(out_fd_, buf, sizeof buf)) > 0;) out_.append(buf, static_cast<std::size_t>(n));
-            ::close(std::exchange(out_fd_, -1));
-        }
-        if (err_fd_ >= 0) {
-            err_ = read_whole_file(err_fd_);
-            ::close(std::exchange(err_fd_, -1));
-        }
-        return Exit{exit_, err_};
-    }
-
-    static int decode(int status) {
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-
-    pid_t pid_ = -1;
-    int out_fd_ = -1;
-    int err_fd_ = -1;
-    int exit_ = -1;
-    std::string out_;  // standard output read but not yet returned
-    std::string err_;
-    bool checked_ = false;  // the test looked at how it ended
-};
-
-/// A connected client socket, non-blocking: every wait below is a poll() with a deadline.
-class Client {
-public:
-    explicit Client(std::uint16_t port) {
-        fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        REQUIRE(fd_ >= 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_port = htons(port);
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        REQUIRE_MESSAGE(::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0,
-                        "connect: " << std::string(std::strerror(errno)));
-        REQUIRE(::fcntl(fd_, F_SETFL, O_NONBLOCK) == 0);
-    }
-    Client(Client&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-    Client& operator=(Client&& o) noexcept {
-        std::swap(fd_, o.fd_);  // o closes what we held
-        return *this;
-    }
-    ~Client() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    int fd() const { return fd_; }
-
-    /// Closes with a reset (RST) instead of an orderly FIN: the server's next read or write
-    /// on this connection fails with ECONNRESET or EPIPE.
-    void reset() {
-        linger l{1, 0};
-        REQUIRE(::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l) == 0);
-        ::close(std::exchange(fd_, -1));
-    }
-
-    /// Waits until the server closes its side: true if recv returns 0 (end of stream) before
-    /// kDeadline with no further data.
-    bool sees_end_of_stream() {
-        const auto deadline = Clock::now() + kDeadline;
-        for (;;) {
-            pollfd p{fd_, POLLIN, 0};
-            if (::poll(&p, 1, ms_left(deadline)) <= 0) return false;
-            char c;
-            const ssize_t n = ::recv(fd_, &c, 1, 0);
-            if (n == 0) return true;
-            if (n > 0 || (errno != EAGAIN && errno != EINTR)) return false;
-        }
-    }
-
-private:
-    int fd_ = -1;
+    std::uint16_t port(std::size_t* workers = nullptr) { return listening_port(first_line(), workers); }
 };
 
 /// Sends messages[i] on the socket clients[i], all at once, and returns what each got back

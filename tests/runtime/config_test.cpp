@@ -35,6 +35,7 @@
 #include <eddy/eddy.hpp>
 
 #include "runtime/settings.hpp"
+#include "tests/support/scoped_env.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;
@@ -42,31 +43,7 @@ using eddy::UnhandledExceptionPolicy;
 
 namespace {
 
-/// Sets (or unsets) an environment variable for one scope, then restores it.
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* old = std::getenv(name); old != nullptr) old_ = old;
-        if (value != nullptr) {
-            REQUIRE(::setenv(name, value, 1) == 0);
-        } else {
-            REQUIRE(::unsetenv(name) == 0);
-        }
-    }
-    ~ScopedEnv() {
-        if (old_) {
-            ::setenv(name_, old_->c_str(), 1);
-        } else {
-            ::unsetenv(name_);
-        }
-    }
-    ScopedEnv(const ScopedEnv&) = delete;
-    ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-private:
-    const char* name_;
-    std::optional<std::string> old_;
-};
+using eddy::test::ScopedEnv;
 
 constexpr const char* kAllVariables[] = {"EDDY_WORKERS",       "EDDY_RING_ENTRIES",          "EDDY_THREAD_NAME",
                                          "EDDY_PIN_WORKERS",   "EDDY_GLOBAL_QUEUE_INTERVAL", "EDDY_STACK_SIZE",

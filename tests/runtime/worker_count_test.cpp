@@ -15,34 +15,11 @@
 #include <eddy/runtime/runtime.hpp>
 
 #include "runtime/worker_count.hpp"
+#include "tests/support/scoped_env.hpp"
 
 namespace {
 
-/// Sets (or unsets) an environment variable for one scope, then restores it.
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* old = std::getenv(name); old != nullptr) old_ = old;
-        if (value != nullptr) {
-            REQUIRE(::setenv(name, value, 1) == 0);
-        } else {
-            REQUIRE(::unsetenv(name) == 0);
-        }
-    }
-    ~ScopedEnv() {
-        if (old_) {
-            ::setenv(name_, old_->c_str(), 1);
-        } else {
-            ::unsetenv(name_);
-        }
-    }
-    ScopedEnv(const ScopedEnv&) = delete;
-    ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-private:
-    const char* name_;
-    std::optional<std::string> old_;
-};
+using eddy::test::ScopedEnv;
 
 /// The message of the std::invalid_argument `parse_workers_env(value)` throws, or nullopt.
 std::optional<std::string> parse_error(std::string_view value) {

@@ -483,8 +483,11 @@ void Reactor::sleep_in_kernel() {
         }
         if (bound < 0 || delta < bound) bound = delta;
     }
+    // Bounded only if we come back by ourselves within kUnflushedBoundNs: a far timer (a long
+    // with_timeout, an idle limit) is as good as no bound for a deferred post.
     // Seq_cst: pairs with post() and post_deferred() (see reactor.hpp).
-    sleeping_.store(bound < 0 ? kSleepingUnbounded : kSleepingBounded, std::memory_order_seq_cst);
+    const bool back_soon = bound >= 0 && bound <= kUnflushedBoundNs;
+    sleeping_.store(back_soon ? kSleepingBounded : kSleepingUnbounded, std::memory_order_seq_cst);
     if (inbox_.load(std::memory_order_seq_cst) != nullptr) {
         sleeping_.store(kAwake, std::memory_order_relaxed);
         io_uring_submit_and_get_events(&ring_);

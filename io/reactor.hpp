@@ -21,8 +21,8 @@
 //   A worker's post is deferred to its next flush (batching), which is safe only while the
 //   reactor looks at the inbox by itself within kUnflushedBoundNs: it sleeps that bounded
 //   (kSleepingBounded) whenever a worker is unparked. When every worker was parked as it
-//   went to sleep, it sleeps without a bound (kSleepingUnbounded), and a worker that unparks
-//   later must not defer: its next flush may never come if it then runs a long task (found
+//   went to sleep, it sleeps until a completion or its next timer, however far
+//   (kSleepingUnbounded), and a worker that unparks later must not defer: its next flush may never come if it then runs a long task (found
 //   by the io/sleep test under load: the sleep behind a spinning task never reached the
 //   kernel). So post_deferred() wakes an unbounded sleeper at once.
 //

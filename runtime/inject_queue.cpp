@@ -2,6 +2,9 @@
 // header for why).
 #include "runtime/inject_queue.hpp"
 
+#include <cstdio>
+#include <cstdlib>
+
 // GCC 12 at -O3 reports a bogus -Wstringop-overflow inside moodycamel's enqueue_bulk once it
 // is inlined here (an atomic load "writing 8 bytes into a region of size 0"). It is a known
 // false positive of GCC 12's object-size tracking; clang and GCC at -O2 are silent.
@@ -11,16 +14,26 @@
 
 namespace eddy::detail {
 
+namespace {
+// moodycamel reports a failed allocation by returning false. The callers (schedule, wake-ups)
+// are noexcept and a queued frame is the only way it will ever be resumed: losing it would
+// hang its task silently, so say so and stop.
+[[noreturn]] void out_of_memory() noexcept {
+    std::fprintf(stderr, "eddy: out of memory queuing a task on the global queue\n");
+    std::abort();
+}
+} // namespace
+
 void InjectQueue::push(void* item) {
     publish(&item, 1);
     IgnoreScope ignore;
-    queue_->enqueue(item);
+    if (!queue_->enqueue(item)) out_of_memory();
 }
 
 void InjectQueue::push_bulk(ProducerToken& token, void* const* items, std::size_t n) {
     publish(items, n);
     IgnoreScope ignore;
-    queue_->enqueue_bulk(token.get(), items, n);
+    if (!queue_->enqueue_bulk(token.get(), items, n)) out_of_memory();
 }
 
 std::size_t InjectQueue::pop_bulk(ConsumerToken& token, void** out, std::size_t max) {

@@ -38,8 +38,8 @@ run() {  # run NAME DIR [env...]: builds DIR and runs all its suites
     log=$(mktemp)
     env "$@" meson test -C "$dir" --print-errorlogs --num-processes 2 2>&1 | tee "$log" | grep -E '^ *[0-9]+/[0-9]+ .*(FAIL|TIMEOUT|ERROR)|^(Ok|Fail|Skipped|Timeout):' || true
     status=${PIPESTATUS[0]}
-    passed=$((passed + $(awk '/^Ok:/ {print $2}' "$log")))
-    failed=$((failed + $(awk '/^Fail:/ {print $2}' "$log") + $(awk '/^Timeout:/ {print $2}' "$log")))
+    passed=$((passed + $(awk '/^Ok:/ {n = $2} END {print n + 0}' "$log")))
+    failed=$((failed + $(awk '/^(Fail|Timeout):/ {n += $2} END {print n + 0}' "$log")))
     if ((status != 0)); then
         echo "== $name: FAILED; the failing tests' output follows"
         sed -n '/^=* [0-9]*\/[0-9]* =*$/,$p' "$log" | tail -200

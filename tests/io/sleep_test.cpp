@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <stop_token>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -289,22 +290,40 @@ TEST_CASE("a sleep is armed when its task suspends, even if the next task never 
 }
 
 TEST_CASE("a sleep posted right after the runtime was idle reaches the kernel behind a busy task") {
-    // Regression: with every worker parked, the reactor sleeps without a bound. The task
-    // below unparks a worker, posts its sleep (deferred to the worker's next flush) and lets
-    // a spinning task take the worker, so that flush never comes: the reactor has to be woken
-    // by the post itself. Waiting for both workers to park first (and a little longer, so the
-    // reactor goes to its unbounded sleep) makes that path likely; the outcome holds either way.
-    Runtime rt(RuntimeConfig{.workers = 2});
-    const auto deadline = Clock::now() + eddy::test::kDeadline;
-    for (;;) {
-        const eddy::RuntimeMetrics m = rt.metrics();
-        if ((m.workers[0].parks > 0 && m.workers[1].parks > 0) || eddy::test::past(deadline)) break;
-        std::this_thread::sleep_for(1ms);
+    // Regression: with every worker parked, the reactor sleeps until a completion or its next
+    // timer, however far. The task below unparks a worker, posts its sleep (deferred to the
+    // worker's next flush) and lets a spinning task take the worker, so that flush never
+    // comes: the reactor has to be woken by the post itself. Twice: with no timer armed, and
+    // with an hour-long one armed (a far timer is no bound either: found in review). Waiting
+    // for both workers to park first (and a little longer, so the reactor goes to that sleep)
+    // makes the path likely; the outcome asserted holds either way.
+    for (const bool far_timer : {false, true}) {
+        CAPTURE(far_timer);
+        Runtime rt(RuntimeConfig{.workers = 2});
+        std::stop_source stop;
+        std::optional<eddy::JoinHandle<void>> far;
+        if (far_timer) {
+            far = rt.spawn([](std::stop_token t) -> Task<void> {
+                try {
+                    co_await eddy::sleep(1h, t);
+                } catch (const std::system_error&) {
+                }
+            }(stop.get_token()));
+        }
+        const auto deadline = Clock::now() + eddy::test::kDeadline;
+        for (;;) {
+            const eddy::RuntimeMetrics m = rt.metrics();
+            const bool parked = m.workers[0].parks > 0 && m.workers[1].parks > 0;
+            if ((parked && m.reactor.timers_armed == (far_timer ? 1u : 0u)) || eddy::test::past(deadline)) break;
+            std::this_thread::sleep_for(1ms);
+        }
+        std::this_thread::sleep_for(20ms);
+        const auto start = Clock::now();
+        CHECK(rt.block_on(sleep_behind_a_busy_task()));
+        CHECK(Clock::now() - start < 5s);
+        stop.request_stop();
+        if (far) REQUIRE(eddy::test::wait_finished(*far));
     }
-    std::this_thread::sleep_for(20ms);
-    const auto start = Clock::now();
-    CHECK(rt.block_on(sleep_behind_a_busy_task()));
-    CHECK(Clock::now() - start < 5s);
 }
 
 TEST_CASE("awaiting a sleep off a worker thread throws WrongThread") {

@@ -2,6 +2,8 @@
 // set from another thread, cancellation of a waiter, and misuse.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <cstdint>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -66,6 +68,25 @@ TEST_CASE("set wakes every waiter, in the order they started waiting on one work
         co_await e;  // already set: returns
     }(e, order));
     CHECK(e.is_set());
+    CHECK(order == std::vector<int>{1, 2, 3, 4});
+}
+
+TEST_CASE("set from a thread that is not a worker wakes the waiters in the order they waited") {
+    // The waiters then go through the FIFO global queue (not the setter's LIFO slot and
+    // deque): they must be queued oldest first.
+    Runtime rt(RuntimeConfig{.workers = 1});
+    Event e;
+    std::vector<int> order;
+    std::vector<JoinHandle<void>> waiters;
+    for (int id = 1; id <= 4; ++id) {
+        const std::uint64_t parks = rt.metrics().workers[0].parks;
+        waiters.push_back(rt.spawn(wait_and_log(e, order, id)));
+        // The worker parks again only once this waiter has suspended on the event.
+        const auto deadline = std::chrono::steady_clock::now() + eddy::test::kDeadline;
+        while (rt.metrics().workers[0].parks == parks && !eddy::test::past(deadline)) std::this_thread::yield();
+    }
+    e.set();  // from this thread
+    for (auto& h : waiters) REQUIRE(eddy::test::wait_finished(h));
     CHECK(order == std::vector<int>{1, 2, 3, 4});
 }
 

@@ -56,6 +56,10 @@ TEST_CASE("after quiescence every spawned task is completed and none is alive") 
         for (auto& h : hs) co_await std::move(h);
     }(ran));
     for (int i = 0; i < 100; ++i) rt.spawn(bump(ran)).detach();  // from outside: the injection path
+    // The counters are relaxed (statistics): wait for the tasks' own effect too, which their
+    // seq_cst increments publish, before checking it.
+    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    while (ran.load() < 1100 && !past(deadline)) std::this_thread::yield();
     const RuntimeMetrics m = wait_for_metrics(rt, [](const RuntimeMetrics& s) { return s.tasks_completed == 1101; });
     CHECK(ran.load() == 1100);
     CHECK(m.tasks_spawned == 1101);  // block_on's task, 1000 from a worker, 100 from this thread

@@ -67,6 +67,20 @@ TEST_CASE("try_acquire and release count permits; acquire(0) always succeeds") {
     CHECK(s.available() == 4);
 }
 
+TEST_CASE("acquire(0) and try_acquire(0) succeed at once even behind a waiting large request") {
+    Runtime rt(RuntimeConfig{.workers = 1});
+    Semaphore s(0);
+    rt.block_on([](Semaphore& sem) -> Task<void> {
+        auto big = eddy::spawn([](Semaphore& x) -> Task<void> { co_await x.acquire(5); }(sem));
+        co_await settle();  // the big request waits at the head
+        CHECK(sem.try_acquire(0));
+        co_await sem.acquire(0);  // does not queue behind it
+        sem.release(5);
+        co_await std::move(big);
+    }(s));
+    CHECK(s.available() == 0);
+}
+
 TEST_CASE("at most N tasks hold a permit at once on four workers") {
     Runtime rt(RuntimeConfig{.workers = 4});
     Semaphore s(3);

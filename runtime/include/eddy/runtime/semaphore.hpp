@@ -98,6 +98,7 @@ public:
 private:
     /// lock_ held. Waiters come first (FIFO), so a free permit is only taken when none wait.
     bool take_locked(std::size_t n) noexcept {
+        if (n == 0) return true;  // nothing to wait for, even behind other waiters
         if (!waiters_.empty() || permits_ < n) return false;
         permits_ -= n;
         return true;

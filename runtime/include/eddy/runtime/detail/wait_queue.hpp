@@ -112,15 +112,29 @@ public:
     /// Lock released: schedules every node. A granted or cancelled node is suspended and
     /// reachable from nowhere else, so its fields stay ours until schedule_on.
     ///
-    /// Newest first: on the caller's own worker each schedule_on takes the LIFO slot and
-    /// pushes the previous occupant onto the deque, whose owner pops LIFO too, so scheduling
-    /// in reverse makes that worker resume them in FIFO order.
+    /// The order makes the waiters resume in the order they waited. On the caller's own
+    /// worker (same runtime) each schedule_on takes the LIFO slot and pushes the previous
+    /// occupant onto the deque, whose owner pops LIFO too: those are scheduled newest first.
+    /// Any other waiter goes to its runtime's global queue, which is FIFO: those are
+    /// scheduled oldest first, after the walk, from a stack threaded through their own links.
     void wake_all() noexcept {
+        Scheduler* const here = current_scheduler();
+        WaitNode* remote = nullptr;  // other runtimes' waiters, oldest on top
         for (WaitNode* n = tail_; n != nullptr;) {
             WaitNode* prev = n->prev_;  // read first: the waiter may run (and end) at once
-            // SAFETY: from here on another thread may resume and destroy the frame.
-            schedule_on(n->scheduler_, n->handle_);
+            if (n->scheduler_ == here) {
+                // SAFETY: from here on another thread may resume and destroy the frame.
+                schedule_on(n->scheduler_, n->handle_);
+            } else {
+                n->next_ = remote;  // not scheduled yet: still ours
+                remote = n;
+            }
             n = prev;
+        }
+        while (remote != nullptr) {
+            WaitNode* next = remote->next_;  // read first, as above
+            schedule_on(remote->scheduler_, remote->handle_);
+            remote = next;
         }
         head_ = tail_ = nullptr;
     }

@@ -167,8 +167,10 @@ RuntimeConfig RuntimeConfig::from_env(RuntimeConfig c) {
     if (const char* v = std::getenv("EDDY_GLOBAL_QUEUE_INTERVAL"))
         c.global_queue_interval =
             static_cast<std::uint32_t>(parse_count_env("EDDY_GLOBAL_QUEUE_INTERVAL", v, 1, kMaxGlobalQueueInterval));
-    if (const char* v = std::getenv("EDDY_STACK_SIZE"))
-        c.stack_size = parse_size_env("EDDY_STACK_SIZE", v, kMinStackSize, kMaxStackSize);
+    if (const char* v = std::getenv("EDDY_STACK_SIZE")) {
+        // 0 means the system's default, as for the field.
+        c.stack_size = std::string_view(v) == "0" ? 0 : parse_size_env("EDDY_STACK_SIZE", v, kMinStackSize, kMaxStackSize);
+    }
     if (const char* v = std::getenv("EDDY_UNHANDLED")) c.unhandled_exception = parse_policy_env("EDDY_UNHANDLED", v);
     return c;
 }

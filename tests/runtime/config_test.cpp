@@ -263,7 +263,7 @@ TEST_CASE("EDDY_GLOBAL_QUEUE_INTERVAL: every bad value is rejected") {
 
 TEST_CASE("EDDY_STACK_SIZE: every bad value is rejected") {
     check_rejected("EDDY_STACK_SIZE",
-                   {"", "0", "-1", "-64K", "abc", "1000", "65535", "63K", "2G", "1025M", "1073741825", "1T", "64KB",
+                   {"", "00", "0K", "-1", "-64K", "abc", "1000", "65535", "63K", "2G", "1025M", "1073741825", "1T", "64KB",
                     "64KiB", "K", "1.5M", " 64K", "64K ", "99999999999999999999G", "17179869184G"},
                    "from 65536 to 1073741824 bytes (64K to 1G)");
 }
@@ -300,6 +300,7 @@ TEST_CASE("from_env reads every variable") {
     CHECK(from_env_with("EDDY_GLOBAL_QUEUE_INTERVAL", "1").global_queue_interval == 1);
     CHECK(from_env_with("EDDY_GLOBAL_QUEUE_INTERVAL", "31").global_queue_interval == 31);
     CHECK(from_env_with("EDDY_GLOBAL_QUEUE_INTERVAL", "1000000").global_queue_interval == 1000000);
+    CHECK(from_env_with("EDDY_STACK_SIZE", "0").stack_size == 0);  // the system's default, as for the field
     CHECK(from_env_with("EDDY_STACK_SIZE", "65536").stack_size == 65536);
     CHECK(from_env_with("EDDY_STACK_SIZE", "64K").stack_size == 65536);
     CHECK(from_env_with("EDDY_STACK_SIZE", "64k").stack_size == 65536);

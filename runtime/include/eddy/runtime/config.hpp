@@ -43,8 +43,10 @@ struct RuntimeConfig {
     unsigned ring_entries = 1024;
 
     /// Thread names: "<prefix>-worker-N" and "<prefix>-reactor", cut to the 15 bytes Linux
-    /// keeps (what `top -H`, `ps -L` and /proc/<pid>/task/*/comm show): keep the prefix to 6
-    /// bytes or less for every name to stay whole. Not empty. Default "eddy"; EDDY_THREAD_NAME.
+    /// keeps (what `top -H`, `ps -L` and /proc/<pid>/task/*/comm show): a name stays whole
+    /// while the prefix's length + 8 + the digits of the worker's index is at most 15 ("eddy"
+    /// keeps eddy-worker-0 to eddy-worker-999 whole). Not empty. Default "eddy";
+    /// EDDY_THREAD_NAME.
     std::string thread_name_prefix = "eddy";
 
     /// Pin worker i to the (i mod n)-th of the n CPUs in the affinity mask of the thread that

@@ -151,7 +151,9 @@ public:
         T await_resume() {
             this->throw_if_cancelled();
             // Granted: the sender has finished with the state, so no lock is needed.
-            if (!state_.value) throw ChannelClosed("eddy::oneshot::Receiver: the sender was dropped without sending");
+            if (!state_.value)
+                throw ChannelClosed("eddy::oneshot::Receiver: no value: the sender was dropped without sending, "
+                                    "or the value was already received");
             T v = std::move(*state_.value);
             state_.value.reset();
             return v;

@@ -36,6 +36,7 @@
 
 #include "runtime/settings.hpp"
 #include "tests/support/scoped_env.hpp"
+#include "tests/support/stderr_capture.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;
@@ -44,6 +45,7 @@ using eddy::UnhandledExceptionPolicy;
 namespace {
 
 using eddy::test::ScopedEnv;
+using eddy::test::StderrCapture;
 
 constexpr const char* kAllVariables[] = {"EDDY_WORKERS",       "EDDY_RING_ENTRIES",          "EDDY_THREAD_NAME",
                                          "EDDY_PIN_WORKERS",   "EDDY_GLOBAL_QUEUE_INTERVAL", "EDDY_STACK_SIZE",
@@ -184,45 +186,6 @@ void throw_detached(RuntimeConfig config, const char* what = "boom-detached") {
     rt.spawn(throw_after(started, what)).detach();
     started.wait();
 }  // shutdown joins the worker after the task's step, report included
-
-/// Captures what is written to file descriptor 2 while it lives.
-class StderrCapture {
-public:
-    StderrCapture() : file_(std::tmpfile()) {
-        REQUIRE(file_ != nullptr);
-        std::fflush(stderr);
-        saved_ = ::dup(2);
-        REQUIRE(saved_ >= 0);
-        REQUIRE(::dup2(::fileno(file_), 2) >= 0);
-    }
-    ~StderrCapture() {
-        restore();
-        std::fclose(file_);
-    }
-    StderrCapture(const StderrCapture&) = delete;
-    StderrCapture& operator=(const StderrCapture&) = delete;
-    /// Restores stderr and returns what was written meanwhile.
-    std::string finish() {
-        restore();
-        std::string out;
-        std::rewind(file_);
-        char buf[256];
-        std::size_t n;
-        while ((n = std::fread(buf, 1, sizeof buf, file_)) > 0) out.append(buf, n);
-        return out;
-    }
-
-private:
-    void restore() {
-        if (saved_ < 0) return;
-        std::fflush(stderr);
-        ::dup2(saved_, 2);
-        ::close(saved_);
-        saved_ = -1;
-    }
-    std::FILE* file_;
-    int saved_ = -1;
-};
 
 /// Counts calls of an on_unhandled_exception hook.
 struct Calls {

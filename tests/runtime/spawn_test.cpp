@@ -37,6 +37,7 @@
 
 #include "tests/support/counted.hpp"
 #include "tests/support/waiting.hpp"
+#include "tests/support/stderr_capture.hpp"
 
 using eddy::JoinHandle;
 using eddy::Runtime;
@@ -48,6 +49,7 @@ using eddy::test::rendezvous;
 using eddy::test::kDeadline;
 using eddy::test::past;
 using eddy::test::wait_finished;
+using eddy::test::StderrCapture;
 using namespace std::chrono_literals;
 
 namespace {
@@ -184,42 +186,6 @@ struct HookRecorder {
     }
 };
 
-/// Captures what is written to file descriptor 2 while it lives.
-class StderrCapture {
-public:
-    StderrCapture() : file_(std::tmpfile()) {
-        REQUIRE(file_ != nullptr);
-        std::fflush(stderr);
-        saved_ = ::dup(2);
-        REQUIRE(saved_ >= 0);
-        REQUIRE(::dup2(::fileno(file_), 2) >= 0);
-    }
-    ~StderrCapture() {
-        restore();
-        std::fclose(file_);
-    }
-    /// Restores stderr and returns what was written meanwhile.
-    std::string finish() {
-        restore();
-        std::string out;
-        std::rewind(file_);
-        char buf[256];
-        std::size_t n;
-        while ((n = std::fread(buf, 1, sizeof buf, file_)) > 0) out.append(buf, n);
-        return out;
-    }
-
-private:
-    void restore() {
-        if (saved_ < 0) return;
-        std::fflush(stderr);
-        ::dup2(saved_, 2);
-        ::close(saved_);
-        saved_ = -1;
-    }
-    std::FILE* file_;
-    int saved_ = -1;
-};
 
 } // namespace
 

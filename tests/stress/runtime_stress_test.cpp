@@ -20,8 +20,7 @@
 #include <eddy/eddy.hpp>
 
 #include "support/counted.hpp"
-#include "support/stress_env.hpp"
-#include "support/watchdog.hpp"
+#include "support/stress_rounds.hpp"
 
 #include <doctest/doctest.h>
 
@@ -344,20 +343,7 @@ Task<void> holder(Ctx& ctx, Counted) {
 /// Runs `body(workers)` for every worker count, kRounds times each, under a Watchdog.
 template <class Body>
 void for_each_configuration(Body body) {
-    const std::string name = doctest::getContextOptions()->currentTest != nullptr
-                                 ? doctest::getContextOptions()->currentTest->m_name
-                                 : "a test case";
-    for (std::size_t workers : eddy::test::stress_worker_counts(kWorkerCounts)) {
-        for (int round = 0; round < kRounds; ++round) {
-            CAPTURE(workers);
-            CAPTURE(round);
-            eddy::test::Watchdog watchdog("runtime_stress",
-                                          "\"" + name + "\" with " + std::to_string(workers) + " workers, round " +
-                                              std::to_string(round),
-                                          std::chrono::minutes(3));
-            body(workers);
-        }
-    }
+    eddy::test::for_each_stress_configuration("runtime_stress", kWorkerCounts, kRounds, body);
 }
 
 } // namespace

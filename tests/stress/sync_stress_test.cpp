@@ -11,8 +11,7 @@
 #include <eddy/eddy.hpp>
 
 #include "support/counted.hpp"
-#include "support/stress_env.hpp"
-#include "support/watchdog.hpp"
+#include "support/stress_rounds.hpp"
 
 #include <doctest/doctest.h>
 
@@ -53,20 +52,7 @@ constexpr std::size_t kWorkerCounts[] = {1, 2, 8};  // EDDY_STRESS_WORKERS overr
 
 template <class Body>
 void for_each_configuration(Body body) {
-    const std::string name = doctest::getContextOptions()->currentTest != nullptr
-                                 ? doctest::getContextOptions()->currentTest->m_name
-                                 : "a test case";
-    for (std::size_t workers : eddy::test::stress_worker_counts(kWorkerCounts)) {
-        for (int round = 0; round < kRounds; ++round) {
-            CAPTURE(workers);
-            CAPTURE(round);
-            eddy::test::Watchdog watchdog("sync_stress",
-                                          "\"" + name + "\" with " + std::to_string(workers) + " workers, round " +
-                                              std::to_string(round),
-                                          std::chrono::minutes(3));
-            body(workers);
-        }
-    }
+    eddy::test::for_each_stress_configuration("sync_stress", kWorkerCounts, kRounds, body);
 }
 
 Task<std::optional<std::uint64_t>> receive_one(eddy::Channel<std::uint64_t>& ch) { co_return co_await ch.receive(); }

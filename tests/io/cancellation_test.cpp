@@ -18,6 +18,7 @@
 
 #include "tests/support/counted.hpp"
 #include "tests/support/net_helpers.hpp"
+#include "tests/support/sleeper.hpp"
 
 using eddy::OperationCancelled;
 using eddy::Runtime;
@@ -28,6 +29,7 @@ using eddy::test::Connection;
 using eddy::test::Counted;
 using eddy::test::LifetimeCounter;
 using eddy::test::run;
+using eddy::test::stop_after;
 using eddy::test::text;
 using namespace std::chrono_literals;
 
@@ -42,12 +44,6 @@ Task<void> chain(int depth, LifetimeCounter& frames) {
     } else {
         co_await chain(depth - 1, frames);
     }
-}
-
-/// Requests `stop` after `d`.
-Task<void> stop_after(std::chrono::milliseconds d, std::stop_source& stop) {
-    co_await eddy::sleep(d);
-    stop.request_stop();
 }
 
 Task<std::size_t> read_into(eddy::net::TcpStream& s, std::span<std::byte> buf) { co_return co_await s.read(buf); }

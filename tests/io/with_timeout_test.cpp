@@ -123,16 +123,11 @@ TEST_CASE("a task that finishes despite the timeout keeps its value instead of T
 TEST_CASE("cancelling the awaiter of with_timeout gives OperationCancelled, not TimedOut") {
     Runtime rt(RuntimeConfig{.workers = 2});
     std::stop_source stop;
-    auto canceller = [](std::stop_source& s) -> Task<int> {
-        co_await eddy::sleep(5ms);
-        s.request_stop();
-        co_return 0;
-    };
     LifetimeCounter frames;
     std::atomic<int> cancelled{0};
     CHECK_THROWS_AS(run(rt, eddy::when_all(eddy::with_stop_token(eddy::with_timeout(sleeper(frames, cancelled), 1h),
                                                                  stop.get_token()),
-                                           canceller(stop))),
+                                           eddy::test::stop_after(5ms, stop))),
                     OperationCancelled);
     CHECK(cancelled.load() == 1);
 }

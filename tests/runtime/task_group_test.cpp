@@ -171,11 +171,7 @@ TEST_CASE("cancelling the group's awaiter cancels every member and the group thr
                                        }),
                                        stop.get_token());
     };
-    auto canceller = [&]() -> Task<void> {
-        co_await eddy::sleep(10ms);
-        stop.request_stop();
-    };
-    CHECK_THROWS_AS(run(rt, eddy::when_all(group(), canceller())), OperationCancelled);
+    CHECK_THROWS_AS(run(rt, eddy::when_all(group(), eddy::test::stop_after(10ms, stop))), OperationCancelled);
     CHECK(cancelled.load() == 3);
     CHECK(frames.alive() == 0);
 }

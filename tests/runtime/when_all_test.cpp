@@ -29,6 +29,7 @@
 #include <eddy/tasks/task.hpp>
 
 #include "tests/support/counted.hpp"
+#include "tests/support/sleeper.hpp"
 #include "tests/support/waiting.hpp"
 
 using eddy::Runtime;
@@ -463,14 +464,9 @@ TEST_CASE("cancelling the awaiter of when_all cancels every child") {
     Runtime rt(RuntimeConfig{.workers = 2});
     std::atomic<int> cancelled{0};
     std::stop_source stop;
-    auto canceller = [](std::stop_source& s) -> Task<int> {
-        co_await eddy::sleep(5ms);
-        s.request_stop();
-        co_return 0;
-    };
     CHECK_THROWS_AS(rt.block_on(eddy::when_all(eddy::with_stop_token(eddy::when_all(sleeper(cancelled), sleeper(cancelled)),
                                                                      stop.get_token()),
-                                               canceller(stop))),
+                                               eddy::test::stop_after(5ms, stop))),
                     eddy::OperationCancelled);
     CHECK(cancelled.load() == 2);
 }

@@ -140,11 +140,7 @@ TEST_CASE("cancelling the awaiter of when_any cancels every child") {
         co_await eddy::with_stop_token(eddy::when_any(sleeper(frames, cancelled), sleeper(frames, cancelled)),
                                        stop.get_token());
     };
-    auto canceller = [&]() -> Task<void> {
-        co_await eddy::sleep(10ms);
-        stop.request_stop();
-    };
-    CHECK_THROWS_AS(run(rt, eddy::when_all(outer(), canceller())), OperationCancelled);
+    CHECK_THROWS_AS(run(rt, eddy::when_all(outer(), eddy::test::stop_after(10ms, stop))), OperationCancelled);
     CHECK(cancelled.load() == 2);
     CHECK(frames.alive() == 0);
 }

@@ -1,8 +1,10 @@
-// tests/support/sleeper.hpp: a task that only a cancellation ends, for the combinator tests.
+// tests/support/sleeper.hpp: a task that only a cancellation ends, and one that cancels after a
+// while, for the cancellation and combinator tests.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <stop_token>
 #include <type_traits>
 
 #include <eddy/io/sleep.hpp>
@@ -25,6 +27,12 @@ Task<T> sleeper(LifetimeCounter& frames, std::atomic<int>& cancelled) {
         throw;
     }
     if constexpr (!std::is_void_v<T>) co_return T{};
+}
+
+/// Requests `stop` after `d` (an eddy::sleep, so it runs beside the tasks it cancels).
+inline Task<void> stop_after(std::chrono::milliseconds d, std::stop_source& stop) {
+    co_await eddy::sleep(d);
+    stop.request_stop();
 }
 
 } // namespace eddy::test

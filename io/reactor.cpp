@@ -1,6 +1,8 @@
 // io/reactor.cpp: see reactor.hpp for the flow and operation.hpp for the cancel protocol.
 #include "io/reactor.hpp"
 
+#include "io/poll_state.hpp"
+#include "io/timer_queue.hpp"
 #include "runtime/scheduler.hpp"
 #include "runtime/settings.hpp"
 #include "runtime/worker.hpp"
@@ -8,6 +10,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <linux/futex.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -15,7 +18,10 @@
 
 #include <eddy/runtime/detail/scheduler_api.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -81,9 +87,11 @@ Reactor::Reactor(Scheduler& sched, unsigned ring_entries) : sched_(sched), token
     //     ring starts disabled (R_DISABLED) so that the reactor thread, which enables it,
     //     becomes its single issuer.
     //   COOP_TASKRUN (5.19+): the same without the deferral.
+    //   TASKRUN_FLAG with either: the kernel sets IORING_SQ_TASKRUN while completion work
+    //     waits for us, which workers read to decide whether waking us pays (events_pending()).
     const unsigned attempts[] = {
-        IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_R_DISABLED,
-        IORING_SETUP_COOP_TASKRUN,
+        IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_R_DISABLED | IORING_SETUP_TASKRUN_FLAG,
+        IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
         0,
     };
     io_uring_params params{};
@@ -96,6 +104,7 @@ Reactor::Reactor(Scheduler& sched, unsigned ring_entries) : sched_(sched), token
         if (r != -EINVAL) break;
     }
     disabled_ = (params.flags & IORING_SETUP_R_DISABLED) != 0;
+    taskrun_flag_ = (params.flags & IORING_SETUP_TASKRUN_FLAG) != 0;
     if (r < 0) throw_unavailable(-r);
     if ((params.features & IORING_FEAT_NODROP) == 0 || (params.features & IORING_FEAT_EXT_ARG) == 0) {
         io_uring_queue_exit(&ring_);
@@ -110,6 +119,8 @@ Reactor::Reactor(Scheduler& sched, unsigned ring_entries) : sched_(sched), token
         throw std::system_error(err, std::system_category(), "eddy: eventfd for the reactor");
     }
     ready_.reserve(256);
+    timer_queues_.reserve(sched.num_workers());
+    for (std::size_t i = 0; i < sched.num_workers(); ++i) timer_queues_.push_back(std::make_unique<TimerQueue>(*this));
 }
 
 Reactor::~Reactor() {
@@ -172,7 +183,30 @@ void Reactor::post_deferred(ReactorNode& node) noexcept {
     current_worker()->note_driver_work();
 }
 
+void Reactor::post_any(ReactorNode& node) noexcept {
+    if (Worker* w = current_worker(); w != nullptr && &w->scheduler() == &sched_) {
+        post_deferred(node);
+    } else {
+        post(node);
+    }
+}
+
 void Reactor::flush() noexcept { wake_if_sleeping(); }
+
+void Reactor::worker_out_of_work(bool parked) noexcept {
+    // Seq_cst: pairs with sleep_batching()'s store of kSleepingBatch and its look at the
+    // idle state (after parking, the caller did a seq_cst RMW of it).
+    if (sleeping_.load(std::memory_order_seq_cst) != kSleepingBatch) return;
+    // A worker that will spin for work first wakes us only if completions are waiting; one
+    // that parked always does, since we must then sleep in the ring to see them come.
+    if (parked || !taskrun_flag_ || events_pending()) wake_if_sleeping();
+}
+
+bool Reactor::events_pending() const noexcept {
+    // The kernel's word in the shared SQ ring; relaxed: a hint (a stale view costs a wake-up
+    // too many or a batch window of delay, never a lost completion).
+    return (__atomic_load_n(ring_.sq.kflags, __ATOMIC_RELAXED) & IORING_SQ_TASKRUN) != 0;
+}
 
 void Reactor::push(ReactorNode& node) noexcept {
     ReactorNode* head = inbox_.load(std::memory_order_relaxed);
@@ -185,14 +219,19 @@ void Reactor::push(ReactorNode& node) noexcept {
 }
 
 void Reactor::wake_if_sleeping() noexcept {
-    // Seq_cst: pairs with sleep_in_kernel()'s store of true and its re-check of the inbox.
-    if (sleeping_.load(std::memory_order_seq_cst) != kAwake &&
-        sleeping_.exchange(kAwake, std::memory_order_seq_cst) != kAwake) {
+    // Seq_cst: pairs with sleep_in_kernel()'s store of how it sleeps and its re-check of the
+    // inbox (and sleep_batching()'s).
+    if (sleeping_.load(std::memory_order_seq_cst) == kAwake) return;
+    const std::uint32_t was = sleeping_.exchange(kAwake, std::memory_order_seq_cst);
+    if (was == kAwake) return;
+    if (was == kSleepingBatch) {
+        syscall(SYS_futex, &sleeping_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+    } else {
         const std::uint64_t one = 1;
         while (write(event_fd_, &one, sizeof one) < 0 && errno == EINTR) {
         }
-        stat_wakeups_.fetch_add(1, std::memory_order_relaxed);  // any thread: a statistic only
     }
+    stat_wakeups_.fetch_add(1, std::memory_order_relaxed);  // any thread: a statistic only
 }
 
 void Reactor::run() noexcept {
@@ -213,8 +252,7 @@ void Reactor::run() noexcept {
         reap();
         fire_timers();
         flush_ready();
-        stat_in_flight_.set(pending_cqes_);
-        stat_timers_armed_.set(timers_.size());
+        publish_gauges();
         // Acquire: pairs with shutdown()'s release store.
         if (stop_.load(std::memory_order_acquire)) break;
         if (retry_ != nullptr) {
@@ -257,17 +295,6 @@ void Reactor::handle_node(ReactorNode* node) {
         }
         return;
     }
-    case ReactorNode::Kind::kTimer: {
-        stat_operations_.add();
-        auto* t = static_cast<TimerOperation*>(node);
-        if (t->cancel_arrived) {
-            complete(t, -ECANCELED);
-        } else {
-            t->stage = Operation::Stage::kInFlight;
-            timers_.push(t);
-        }
-        return;
-    }
     case ReactorNode::Kind::kCancel: {
         Operation* op = static_cast<CancelNode*>(node)->target;
         op->cancel_arrived = true;
@@ -276,12 +303,7 @@ void Reactor::handle_node(ReactorNode* node) {
         case Operation::Stage::kQueued:  // on the retry list, which checks cancel_arrived
             return;
         case Operation::Stage::kInFlight:
-            if (op->kind == ReactorNode::Kind::kTimer) {
-                timers_.remove(static_cast<TimerOperation*>(op));
-                complete(op, -ECANCELED);
-            } else {
-                start_cancel(op);
-            }
+            start_cancel(op);
             return;
         case Operation::Stage::kPolling:
             start_cancel(op);
@@ -295,7 +317,59 @@ void Reactor::handle_node(ReactorNode* node) {
         }
         return;
     }
+    case ReactorNode::Kind::kPollArm:
+        arm_poll(static_cast<PollNode*>(node)->state);
+        return;
+    case ReactorNode::Kind::kPollCancel:
+        cancel_poll(static_cast<PollNode*>(node)->state);
+        return;
     }
+}
+
+void Reactor::arm_poll(PollState* s) {
+    if (!s->begin_arm()) {  // closed before we got here
+        s->release();       // the node's reference
+        return;
+    }
+    // The node's reference is the armed poll's now, until its last completion.
+    io_uring_sqe* sqe = next_sqe();
+    io_uring_prep_poll_add(sqe, s->fd(), POLLIN | POLLOUT | POLLRDHUP | POLLPRI);
+    if (multishot_poll_) sqe->len |= IORING_POLL_ADD_MULTI;
+    io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uintptr_t>(s) | kStateBit);
+    ++pending_cqes_;
+    s->in_kernel = true;
+    s->prev_armed = nullptr;
+    s->next_armed = armed_;
+    if (armed_ != nullptr) armed_->prev_armed = s;
+    armed_ = s;
+    ++polled_;
+}
+
+void Reactor::cancel_poll(PollState* s) {
+    if (s->in_kernel) {
+        io_uring_sqe* sqe = next_sqe();
+        io_uring_prep_cancel64(sqe, reinterpret_cast<std::uintptr_t>(s) | kStateBit, 0);
+        io_uring_sqe_set_data64(sqe, kIgnoreTag);
+        ++pending_cqes_;
+    }
+    s->release();  // the node's reference
+}
+
+void Reactor::poll_event(PollState* s, std::int32_t res, bool more) {
+    if (!more) {
+        s->in_kernel = false;
+        (s->prev_armed != nullptr ? s->prev_armed->next_armed : armed_) = s->next_armed;
+        if (s->next_armed != nullptr) s->next_armed->prev_armed = s->prev_armed;
+        s->prev_armed = s->next_armed = nullptr;
+        --polled_;
+        if (res == -EINVAL && multishot_poll_) {
+            // A kernel without multishot polls (before 5.13): from now on one-shot polls,
+            // armed again by the next waiter (on_event wakes every waiter below).
+            multishot_poll_ = false;
+        }
+    }
+    s->on_event(res, more, ready_);
+    if (!more) s->release();  // the armed poll's reference
 }
 
 void Reactor::start_io(IoOperation* op) {
@@ -386,7 +460,7 @@ void Reactor::reap() {
     for (;;) {
         io_uring_cqe* cqes[64];
         const unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, 64);
-        for (unsigned i = 0; i < n; ++i) handle_cqe(cqes[i]->user_data, cqes[i]->res);
+        for (unsigned i = 0; i < n; ++i) handle_cqe(cqes[i]->user_data, cqes[i]->res, cqes[i]->flags);
         io_uring_cq_advance(&ring_, n);
         if (n == 64) continue;
         if (io_uring_cq_has_overflow(&ring_)) {
@@ -399,14 +473,19 @@ void Reactor::reap() {
     }
 }
 
-void Reactor::handle_cqe(std::uint64_t user_data, std::int32_t res) {
-    --pending_cqes_;
+void Reactor::handle_cqe(std::uint64_t user_data, std::int32_t res, std::uint32_t flags) {
+    const bool more = (flags & IORING_CQE_F_MORE) != 0;  // a multishot request goes on
+    if (!more) --pending_cqes_;
     stat_completions_.add();
     if (user_data == kWakeTag) {
         wake_armed_ = false;  // re-armed by run(), which may take an SQE
         return;
     }
     if (user_data == kIgnoreTag) return;
+    if ((user_data & kStateBit) != 0) {
+        poll_event(reinterpret_cast<PollState*>(user_data & ~kStateBit), res, more);
+        return;
+    }
     auto* op = reinterpret_cast<IoOperation*>(user_data & ~kPollBit);
     if ((user_data & kPollBit) != 0) {
         // The descriptor is ready (or the poll failed): resubmit the operation itself.
@@ -435,11 +514,34 @@ void Reactor::handle_cqe(std::uint64_t user_data, std::int32_t res) {
 }
 
 void Reactor::fire_timers() {
-    if (timers_.empty()) return;
-    timers_.pop_expired(now_ns(), [this](TimerOperation* t) {
-        stat_timers_fired_.add();
-        complete(t, 0);
-    });
+    // Collected under each queue's lock, acted on after it (timer_queue.hpp).
+    const std::int64_t now = now_ns();
+    for (auto& q : timer_queues_) {
+        if (q->earliest() > now) continue;
+        q->pop_expired(now, [this](TimerEntry& e) {
+            stat_timers_fired_.add();
+            if (e.action == TimerEntry::Action::kResume) {
+                e.result = 0;
+                ready_.push_back(e.waiter.address());  // resumed after this round: e stays
+            } else {
+                stops_.push_back(*e.source);  // a copy: the awaiter may go once we unlock
+            }
+        });
+    }
+    for (std::stop_source& s : stops_) s.request_stop();  // with_timeout: cancels the task
+    stops_.clear();
+}
+
+std::int64_t Reactor::earliest_timer() const noexcept {
+    std::int64_t earliest = TimerQueue::kNone;
+    for (const auto& q : timer_queues_) earliest = std::min(earliest, q->earliest());
+    return earliest;
+}
+
+void Reactor::timer_armed(std::int64_t deadline_ns) noexcept {
+    // Seq_cst: after the queue's seq_cst store of its new earliest deadline; pairs with
+    // sleep_in_kernel()'s store of wake_at_ and its second look (timer_queue.hpp).
+    if (deadline_ns < wake_at_.load(std::memory_order_seq_cst)) wake_if_sleeping();
 }
 
 void Reactor::complete(Operation* op, std::int32_t result) {
@@ -468,31 +570,47 @@ void Reactor::sleep_in_kernel() {
     if (!wake_armed_) arm_wake();
     // Arming may have had to reap (a full SQ), finishing operations: deliver them first.
     if (!ready_.empty() || retry_ != nullptr) return;
-    __kernel_timespec ts{};
-    __kernel_timespec* timeout = nullptr;
     // A running worker may have posted without waking us yet (it flushes in batches): look
     // at the inbox again within kUnflushedBoundNs while any worker is unparked. Relaxed: a
     // stale count is harmless either way. Bounded, we come back by ourselves; unbounded,
     // post_deferred() sees kSleepingUnbounded below and wakes us (see reactor.hpp).
-    std::int64_t bound = sched_.idle().num_unparked() > 0 ? kUnflushedBoundNs : -1;
-    if (!timers_.empty()) {
-        const std::int64_t delta = timers_.top()->deadline_ns - now_ns();
-        if (delta <= 0) {
+    const std::size_t unparked = sched_.idle().num_unparked();
+    const bool batch = unparked == sched_.num_workers();
+    const std::int64_t now = now_ns();
+    std::int64_t bound = batch ? kBatchWindowNs : unparked > 0 ? kUnflushedBoundNs : -1;
+    const std::int64_t timer = earliest_timer();
+    if (timer != TimerQueue::kNone) {
+        if (timer <= now) {
             io_uring_submit_and_get_events(&ring_);
             return;
         }
-        if (bound < 0 || delta < bound) bound = delta;
+        if (bound < 0 || timer - now < bound) bound = timer - now;
     }
+    if (batch && io_uring_sq_ready(&ring_) > 0) io_uring_submit(&ring_);  // the futex sleep does not submit
     // Bounded only if we come back by ourselves within kUnflushedBoundNs: a far timer (a long
     // with_timeout, an idle limit) is as good as no bound for a deferred post.
-    // Seq_cst: pairs with post() and post_deferred() (see reactor.hpp).
+    // Seq_cst: pairs with post() and post_deferred() (see reactor.hpp), and with
+    // worker_out_of_work() (kSleepingBatch).
     const bool back_soon = bound >= 0 && bound <= kUnflushedBoundNs;
-    sleeping_.store(back_soon ? kSleepingBounded : kSleepingUnbounded, std::memory_order_seq_cst);
-    if (inbox_.load(std::memory_order_seq_cst) != nullptr) {
+    sleeping_.store(batch ? kSleepingBatch : back_soon ? kSleepingBounded : kSleepingUnbounded,
+                    std::memory_order_seq_cst);
+    // Seq_cst, after sleeping_: a worker that arms an earlier timer from now on sees wake_at_
+    // and wakes us; one that armed it before is seen by the second look below.
+    const std::int64_t wake_at = bound < 0 ? TimerQueue::kNone : now + bound;
+    wake_at_.store(wake_at, std::memory_order_seq_cst);
+    if (inbox_.load(std::memory_order_seq_cst) != nullptr || earliest_timer() < wake_at ||
+        (batch && sched_.idle().num_unparked() != sched_.num_workers())) {
         sleeping_.store(kAwake, std::memory_order_relaxed);
+        wake_at_.store(kAwakeAt, std::memory_order_relaxed);
         io_uring_submit_and_get_events(&ring_);
         return;
     }
+    if (batch) {
+        sleep_batching(bound);
+        return;
+    }
+    __kernel_timespec ts{};
+    __kernel_timespec* timeout = nullptr;
     if (bound >= 0) {
         ts.tv_sec = bound / 1'000'000'000;
         ts.tv_nsec = bound % 1'000'000'000;
@@ -502,8 +620,28 @@ void Reactor::sleep_in_kernel() {
     const int r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, timeout, nullptr);
     // Relaxed: a submitter that still sees us asleep only writes the eventfd once too often.
     sleeping_.store(kAwake, std::memory_order_relaxed);
+    wake_at_.store(kAwakeAt, std::memory_order_relaxed);
     if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY && r != -EAGAIN)
         std::fprintf(stderr, "eddy: reactor: waiting for completions failed: %s\n", std::strerror(-r));
+}
+
+void Reactor::sleep_batching(std::int64_t bound) {
+    // Not in the ring: completions that arrive now wait for the end of the window (or for a
+    // worker that runs out of work: worker_out_of_work()), so that one wake-up hands many
+    // over. sleep_in_kernel() stored kSleepingBatch and took its second look.
+    timespec ts{};
+    ts.tv_sec = bound / 1'000'000'000;
+    ts.tv_nsec = bound % 1'000'000'000;
+    // Sleeps only while the word still reads kSleepingBatch (checked by the kernel).
+    syscall(SYS_futex, &sleeping_, FUTEX_WAIT_PRIVATE, kSleepingBatch, &ts, nullptr, 0);
+    sleeping_.store(kAwake, std::memory_order_relaxed);
+    wake_at_.store(kAwakeAt, std::memory_order_relaxed);
+    io_uring_get_events(&ring_);  // run what completed meanwhile, so that reap() sees it
+}
+
+void Reactor::publish_gauges() noexcept {
+    stat_in_flight_.set(pending_cqes_);
+    stat_polled_.set(polled_);
 }
 
 void Reactor::arm_wake() {
@@ -535,15 +673,31 @@ void Reactor::drain_for_shutdown() noexcept try {
     // Every worker is joined: nothing new arrives except cancel requests from other
     // threads, which are moot now. Nodes in the inbox never reached the kernel; their
     // frames are destroyed by the scheduler's shutdown step 4.
-    inbox_.exchange(nullptr, std::memory_order_acquire);
+    for (ReactorNode* n = inbox_.exchange(nullptr, std::memory_order_acquire); n != nullptr;) {
+        ReactorNode* next = n->next;
+        if (n->kind == ReactorNode::Kind::kPollArm || n->kind == ReactorNode::Kind::kPollCancel) {
+            PollState* s = static_cast<PollNode*>(n)->state;
+            if (n->kind == ReactorNode::Kind::kPollArm) s->disarm_for_shutdown();
+            s->release();  // the node's reference
+        }
+        n = next;
+    }
     retry_ = nullptr;
-    (void)timers_.take_all();
+    for (auto& q : timer_queues_) q->clear();
     // Ask the kernel to give back every buffer it holds, then wait until it has.
     // (Collected first: start_cancel() may reap, which edits the in-flight list.)
     std::vector<Operation*> held;
     for (Operation* op = in_flight_; op != nullptr; op = op->next_in_flight)
         if (op->stage == Operation::Stage::kInFlight || op->stage == Operation::Stage::kPolling) held.push_back(op);
+    std::vector<PollState*> polls;
+    for (PollState* s = armed_; s != nullptr; s = s->next_armed) polls.push_back(s);
     for (Operation* op : held) start_cancel(op);
+    for (PollState* s : polls) {
+        io_uring_sqe* sqe = next_sqe();
+        io_uring_prep_cancel64(sqe, reinterpret_cast<std::uintptr_t>(s) | kStateBit, 0);
+        io_uring_sqe_set_data64(sqe, kIgnoreTag);
+        ++pending_cqes_;
+    }
     if (wake_armed_) {
         io_uring_sqe* sqe = next_sqe();
         io_uring_prep_cancel64(sqe, kWakeTag, 0);
@@ -562,6 +716,7 @@ void Reactor::drain_for_shutdown() noexcept try {
     }
     ready_.clear();  // never resumed: the scheduler destroys these frames
     in_flight_ = nullptr;
+    publish_gauges();  // nothing left: the figures say so
 } catch (const std::bad_alloc&) {
     std::fputs("eddy: reactor: out of memory while cancelling operations at shutdown\n", stderr);
     std::terminate();  // frames still in the kernel's hands cannot be destroyed safely
@@ -584,7 +739,9 @@ ReactorMetrics Reactor::metrics() const noexcept {
     m.timers_fired = stat_timers_fired_.get();
     m.wakeups = stat_wakeups_.load(std::memory_order_relaxed);
     m.in_flight = static_cast<std::size_t>(stat_in_flight_.get());
-    m.timers_armed = static_cast<std::size_t>(stat_timers_armed_.get());
+    // Live: timers are armed and disarmed on the workers, without the reactor.
+    for (const auto& q : timer_queues_) m.timers_armed += q->size();
+    m.sockets_polled = static_cast<std::size_t>(stat_polled_.get());
     return m;
 }
 

@@ -41,13 +41,15 @@
 #include "runtime/counter.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/inject_queue.hpp"
-#include "io/timer_heap.hpp"
 
 #include <liburing.h>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <memory>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -56,6 +58,8 @@
 namespace eddy::detail {
 
 class Scheduler;
+class PollState;
+class TimerQueue;
 
 class Reactor final : public Driver {
 public:
@@ -71,7 +75,15 @@ public:
     /// Worker thread: queues `node`; the wake-up waits for the worker's flush(), right
     /// after the posting task suspends.
     void post_deferred(ReactorNode& node) noexcept;
+    /// post_deferred() on a worker of this reactor's runtime, post() anywhere else.
+    void post_any(ReactorNode& node) noexcept;
+    Scheduler& scheduler() const noexcept { return sched_; }
+    /// Worker `i`'s timer queue (timer_queue.hpp).
+    TimerQueue& timer_queue(std::size_t i) noexcept { return *timer_queues_[i]; }
+    /// A timer queue's root became `deadline_ns`: wakes the reactor if it sleeps past it.
+    void timer_armed(std::int64_t deadline_ns) noexcept;
     void flush() noexcept override;
+    void worker_out_of_work(bool parked) noexcept override;
     ReactorMetrics metrics() const noexcept override;
 
 private:
@@ -79,8 +91,11 @@ private:
     static constexpr std::uint64_t kWakeTag = 1;     // the eventfd read
     static constexpr std::uint64_t kIgnoreTag = 2;   // ASYNC_CANCEL requests
     static constexpr std::uint64_t kPollBit = 4;     // op | kPollBit: a readiness poll for op
+    static constexpr std::uint64_t kStateBit = 1;    // PollState | kStateBit: a socket's multishot poll
     // The longest sleep while a worker runs: bounds how long a batched post can wait.
     static constexpr std::int64_t kUnflushedBoundNs = 1'000'000;
+    // While every worker runs, completions wait at most this long to be handed over together.
+    static constexpr std::int64_t kBatchWindowNs = 200'000;
 
     void push(ReactorNode& node) noexcept;
     void wake_if_sleeping() noexcept;
@@ -91,13 +106,19 @@ private:
     void submit_poll(IoOperation* op, bool for_write);
     void start_cancel(Operation* op);
     void reap();
-    void handle_cqe(std::uint64_t user_data, std::int32_t res);
+    void handle_cqe(std::uint64_t user_data, std::int32_t res, std::uint32_t flags);
+    void arm_poll(PollState* s);
+    void cancel_poll(PollState* s);
+    void poll_event(PollState* s, std::int32_t res, bool more);
     void fire_timers();
+    std::int64_t earliest_timer() const noexcept;
     void complete(Operation* op, std::int32_t result);
     void flush_ready();
     void sleep_in_kernel();
     io_uring_sqe* next_sqe();
     void arm_wake();
+    void publish_gauges() noexcept;
+    void sleep_batching(std::int64_t bound);
     void track(Operation* op) noexcept;
     void untrack(Operation* op) noexcept;
     void drain_for_shutdown() noexcept;
@@ -112,19 +133,30 @@ private:
     // exchange in take_inbox(), which publishes each node's fields to the reactor.
     std::atomic<ReactorNode*> inbox_{nullptr};
     // Seq_cst against inbox_ (see "Sleeping without losing a wake-up" above).
-    static constexpr std::uint8_t kAwake = 0;
-    static constexpr std::uint8_t kSleepingBounded = 1;
-    static constexpr std::uint8_t kSleepingUnbounded = 2;
-    std::atomic<std::uint8_t> sleeping_{kAwake};
+    static constexpr std::uint32_t kAwake = 0;
+    static constexpr std::uint32_t kSleepingBounded = 1;
+    static constexpr std::uint32_t kSleepingUnbounded = 2;
+    static constexpr std::uint32_t kSleepingBatch = 3;  // on the futex of this word, not in the ring
+    std::atomic<std::uint32_t> sleeping_{kAwake};
+    // When the sleeping reactor means to look again (steady clock ns; TimerQueue::kNone: not
+    // by itself; kAwakeAt while awake, as it looks at every queue before sleeping). Seq_cst
+    // against the timer queues' earliest deadlines (timer_queue.hpp).
+    static constexpr std::int64_t kAwakeAt = std::numeric_limits<std::int64_t>::min();
+    std::atomic<std::int64_t> wake_at_{kAwakeAt};
     // Set by shutdown(), read by run(). Release/acquire: the flag is all that passes.
     std::atomic<bool> stop_{false};
+    bool events_pending() const noexcept;
+    bool taskrun_flag_ = false;  // the ring reports pending completion work (IORING_SQ_TASKRUN)
 
     // Reactor thread only.
     InjectQueue::ProducerToken token_;
-    TimerHeap timers_;
+    std::vector<std::unique_ptr<TimerQueue>> timer_queues_;  // one per worker
+    std::vector<std::stop_source> stops_;  // with_timeouts that expired this round
     std::vector<void*> ready_;             // frames to resume, pushed in bulk
     ReactorNode* retry_ = nullptr;         // operations to resubmit (-EINTR, after a poll)
     Operation* in_flight_ = nullptr;       // list of operations the kernel holds
+    PollState* armed_ = nullptr;           // list of sockets whose poll the kernel holds
+    bool multishot_poll_ = true;           // false once the kernel refused IORING_POLL_ADD_MULTI
     std::size_t pending_cqes_ = 0;         // completions the kernel still owes us
     std::uint64_t wake_buf_ = 0;           // the eventfd read's buffer
     bool wake_armed_ = false;
@@ -132,7 +164,8 @@ private:
     // Statistics (eddy/runtime/metrics.hpp): written by the reactor thread only (gauges at
     // the end of each round), except stat_wakeups_, counted by whichever thread wakes it.
     OwnedCounter stat_operations_, stat_submissions_, stat_completions_, stat_timers_fired_;
-    OwnedCounter stat_in_flight_, stat_timers_armed_;
+    OwnedCounter stat_in_flight_, stat_polled_;
+    std::size_t polled_ = 0;  // sockets on armed_
     std::atomic<std::uint64_t> stat_wakeups_{0};
 };
 

@@ -1,6 +1,8 @@
 // io/tcp_stream.cpp
 #include <eddy/net/tcp_stream.hpp>
 
+#include <eddy/io/detail/io_awaiter.hpp>
+
 #include "io/socket_util.hpp"
 
 #include <netinet/tcp.h>
@@ -37,22 +39,22 @@ Task<void> TcpStream::write_all(std::span<const std::byte> data) {
     while (!data.empty()) data = data.subspan(co_await write(data));
 }
 
-void TcpStream::close() { detail::close_socket(fd_); }
+void TcpStream::close() { io_.close(); }
 
 void TcpStream::shutdown(Shutdown how) {
-    if (::shutdown(fd_.get(), static_cast<int>(how)) != 0) detail::throw_errno("eddy::net::TcpStream::shutdown");
+    if (::shutdown(io_.fd(), static_cast<int>(how)) != 0) detail::throw_errno("eddy::net::TcpStream::shutdown");
 }
 
 void TcpStream::set_nodelay(bool on) {
-    detail::set_int_option(fd_.get(), IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0, "eddy::net::TcpStream::set_nodelay");
+    detail::set_int_option(io_.fd(), IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0, "eddy::net::TcpStream::set_nodelay");
 }
 
 SocketAddr TcpStream::peer_address() const {
-    return detail::peer_address_of(fd_.get(), "eddy::net::TcpStream::peer_address");
+    return detail::peer_address_of(io_.fd(), "eddy::net::TcpStream::peer_address");
 }
 
 SocketAddr TcpStream::local_address() const {
-    return detail::local_address_of(fd_.get(), "eddy::net::TcpStream::local_address");
+    return detail::local_address_of(io_.fd(), "eddy::net::TcpStream::local_address");
 }
 
 } // namespace eddy::net

@@ -27,6 +27,10 @@ public:
     /// its last flush. Workers call it whenever they run out of local work (before stealing
     /// or parking) and every few tasks, so a posted operation never waits long.
     virtual void flush() noexcept = 0;
+    /// Worker thread: the caller found no work and is about to spin for some (`parked`
+    /// false) or has just parked (true). A driver that holds completions back to hand them
+    /// over in batches must stop waiting.
+    virtual void worker_out_of_work(bool parked) noexcept = 0;
     /// Called once, with every worker joined: cancels what is in flight, waits for the
     /// kernel to let go of every buffer, and stops the driver's thread. Resumes nothing.
     virtual void shutdown() noexcept = 0;

@@ -27,9 +27,9 @@ std::string RuntimeMetrics::to_string() const {
     }
     std::snprintf(line, sizeof line,
                   "reactor: operations=%" PRIu64 " submissions=%" PRIu64 " completions=%" PRIu64 " timers_fired=%" PRIu64
-                  " wakeups=%" PRIu64 " in_flight=%zu timers_armed=%zu\n",
+                  " wakeups=%" PRIu64 " in_flight=%zu timers_armed=%zu sockets_polled=%zu\n",
                   reactor.operations, reactor.submissions, reactor.completions, reactor.timers_fired, reactor.wakeups,
-                  reactor.in_flight, reactor.timers_armed);
+                  reactor.in_flight, reactor.timers_armed, reactor.sockets_polled);
     out += line;
     return out;
 }

@@ -59,6 +59,8 @@ void spawn_root(Scheduler* sched, PromiseBase& p, std::coroutine_handle<> frame)
 
 void schedule_on(Scheduler* sched, std::coroutine_handle<> frame) noexcept { sched->schedule(frame); }
 
+void schedule_runnable_on(Scheduler* sched, Runnable* r) noexcept { sched->schedule_item(queue_item(r)); }
+
 void schedule_local(std::coroutine_handle<> frame) noexcept { current_worker()->push_local(frame.address()); }
 
 void notify_local_work() noexcept {

@@ -230,12 +230,12 @@ void Scheduler::spawn(PromiseBase& p, std::coroutine_handle<> frame) {
     external_.fetch_sub(1, std::memory_order_release);
 }
 
-void Scheduler::schedule(std::coroutine_handle<> frame) noexcept {
+void Scheduler::schedule_item(void* item) noexcept {
     if (Worker* w = current_worker(); w != nullptr && &w->scheduler() == this) {
-        if (w->schedule_next(frame.address()) && workers_.size() > 1) notify_parked();
+        if (w->schedule_next(item) && workers_.size() > 1) notify_parked();
         return;
     }
-    inject_.push(frame.address());
+    inject_.push(item);
     notify_parked();
 }
 

@@ -61,13 +61,19 @@ public:
     void flush_driver() noexcept {
         if (driver_) driver_->flush();
     }
+    /// Worker thread that found no work: see Driver::worker_out_of_work.
+    void driver_out_of_work(bool parked) noexcept {
+        if (driver_) driver_->worker_out_of_work(parked);
+    }
     /// See the protocol above. Idempotent; WrongThread from one of this runtime's workers.
     void shutdown();
 
     /// Registers and queues a root task (see spawn_root in scheduler_api.hpp).
     void spawn(PromiseBase& p, std::coroutine_handle<> frame);
     /// Queues a suspended frame to be resumed, from any thread.
-    void schedule(std::coroutine_handle<> frame) noexcept;
+    void schedule(std::coroutine_handle<> frame) noexcept { schedule_item(frame.address()); }
+    /// The same for any queue item: a frame's address or a tagged Runnable (scheduler_api.hpp).
+    void schedule_item(void* item) noexcept;
     /// Off-worker threads (the reactor): queues `n` frames on the injection queue with one
     /// bulk push and wakes a worker if none is searching.
     void schedule_external(InjectQueue::ProducerToken& token, void* const* frames, std::size_t n) noexcept;

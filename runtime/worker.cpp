@@ -3,6 +3,8 @@
 
 #include "runtime/scheduler.hpp"
 
+#include <eddy/runtime/detail/scheduler_api.hpp>
+
 #include <algorithm>
 #include <utility>
 
@@ -34,16 +36,21 @@ void Worker::run() {
             sched_.flush_driver();
         }
         if (task == nullptr) task = steal_work();
-        if (task == nullptr) task = spin_for_work();
+        if (task == nullptr) {
+            // A driver that holds completions back while every worker runs must hand them
+            // over now, while this worker spins for work (Driver::worker_out_of_work).
+            sched_.driver_out_of_work(false);
+            task = spin_for_work();
+        }
         if (task == nullptr) {
             park();
             continue;
         }
         if (searching_) leave_searching();
         stats_.polled.add();
-        // SAFETY: every queued address is a suspended coroutine frame that nobody else will
-        // resume: whoever queued it handed over the right to resume it.
-        std::coroutine_handle<>::from_address(task).resume();
+        // SAFETY: every queued item is a suspended coroutine frame, or a Runnable, that
+        // nobody else will resume or run: whoever queued it handed that right over.
+        run_queue_item(task);
     }
     t_worker = nullptr;
 }
@@ -140,6 +147,10 @@ void Worker::park() {
     searching_ = false;
     stats_.parks.add();
     sched_.notify_if_work_pending();  // idle.hpp rule 4
+    // Once more after parking (a seq_cst RMW of the idle state): a driver that began to hold
+    // completions back after our first call, seeing us still unparked, sees us parked now
+    // or is told here (Driver::worker_out_of_work).
+    sched_.driver_out_of_work(true);
     while (!sched_.stopping()) {
         parker_.park();
         if (idle.transition_from_parked(index_)) {

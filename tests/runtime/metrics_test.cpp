@@ -146,7 +146,8 @@ TEST_CASE("the reactor's figures follow timers and I/O") {
     }());
     RuntimeMetrics m = rt.metrics();
     CHECK(m.reactor.timers_fired >= 10);
-    CHECK(m.reactor.operations >= 10);
+    // Sleeps are queued on the workers' timer queues, not handed to the reactor one by one.
+    CHECK(m.reactor.operations == 0);
 
     // A pipe read that has to wait goes to the kernel: a submission and its completion.
     auto [rd, wr] = eddy::io::pipe();

@@ -398,13 +398,15 @@ struct Duplex {
     eddy::io::FileDescriptor wr;
     std::optional<eddy::net::TcpStream> sock;  // or a socket
 
-    eddy::detail::IoAwaiter read(std::span<std::byte> b, std::stop_token t = {}) {
-        if (sock) return sock->read(b, std::move(t));
-        return eddy::io::read(rd.get(), b, std::move(t));
+    // Tasks: a socket's awaiter (readiness-based) and a descriptor's (one io_uring
+    // operation) are different types.
+    Task<std::size_t> read(std::span<std::byte> b, std::stop_token t = {}) {
+        if (sock) co_return co_await sock->read(b, std::move(t));
+        co_return co_await eddy::io::read(rd.get(), b, std::move(t));
     }
-    eddy::detail::IoAwaiter write(std::span<const std::byte> b, std::stop_token t = {}) {
-        if (sock) return sock->write(b, std::move(t));
-        return eddy::io::write(wr.get(), b, std::move(t));
+    Task<std::size_t> write(std::span<const std::byte> b, std::stop_token t = {}) {
+        if (sock) co_return co_await sock->write(b, std::move(t));
+        co_return co_await eddy::io::write(wr.get(), b, std::move(t));
     }
     /// The peer reads end of stream once it has everything written before.
     void close_write() {

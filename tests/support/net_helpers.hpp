@@ -75,6 +75,12 @@ T run(Runtime& rt, Task<T> task) {
     return result.get();
 }
 
+/// run() of an awaitable that becomes a Task (eddy::Timeout).
+template <eddy::detail::IntoTask A>
+decltype(auto) run(Runtime& rt, A&& a) {
+    return run(rt, std::move(a).into_task());
+}
+
 /// The error a task ends with: the code of the std::system_error it throws, or an empty
 /// code if it succeeds. Any other exception propagates.
 template <class T>

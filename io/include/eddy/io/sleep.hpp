@@ -5,9 +5,10 @@
 //     co_await eddy::sleep(1s, stop_source.get_token());   // cancellable
 //
 // A timer never fires early: the task resumes at or after the deadline. A deadline already
-// reached (zero or negative duration) completes without suspending. Timers are kept in a
-// heap on the reactor thread, which sleeps in the kernel until the earliest one is due: a
-// sleep costs no system call of its own. Cancelled through its stop_token or the task's
+// reached (zero or negative duration) completes without suspending. A sleep is queued on the
+// calling worker's timer queue (eddy/io/detail/timer.hpp); the reactor thread sleeps in the
+// kernel until the earliest deadline of all queues and resumes what is due: a sleep costs no
+// system call of its own, and one cancelled before it fires costs no trip to the reactor. Cancelled through its stop_token or the task's
 // cancellation, the sleep throws eddy::OperationCancelled (a std::system_error with
 // std::errc::operation_canceled). A sleep that has to suspend throws
 // eddy::WrongThread off a worker thread (one already due completes anywhere).
@@ -20,6 +21,7 @@
 #include <stop_token>
 
 #include <eddy/io/detail/operation.hpp>
+#include <eddy/io/detail/timer.hpp>
 #include <eddy/tasks/detail/promise.hpp>
 
 namespace eddy {
@@ -30,20 +32,28 @@ class SleepAwaiter {
 public:
     SleepAwaiter(std::chrono::steady_clock::time_point deadline, std::stop_token token) noexcept
         : token_(std::move(token)) {
-        op_.deadline_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
+        entry_.deadline_ns =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
     }
     SleepAwaiter(const SleepAwaiter&) = delete;
     SleepAwaiter& operator=(const SleepAwaiter&) = delete;
+    ~SleepAwaiter() {
+        // The callbacks first (their destructors wait for a cancel running elsewhere); then
+        // the entry leaves its queue if a frame is destroyed while it sleeps (shutdown).
+        own_cancel_.reset();
+        task_cancel_.reset();
+        if (entry_.state == TimerEntry::State::kQueued) disarm_timer(entry_);
+    }
 
     /// Ready (no suspension) when the deadline has passed, or when the call's token is
     /// stopped already (then ECANCELED).
     bool await_ready() noexcept {
         if (token_.stop_requested()) {
-            op_.result = -ECANCELED;
+            entry_.result = -ECANCELED;
             return true;
         }
         const auto now = std::chrono::steady_clock::now().time_since_epoch();
-        return op_.deadline_ns <= std::chrono::duration_cast<std::chrono::nanoseconds>(now).count();
+        return entry_.deadline_ns <= std::chrono::duration_cast<std::chrono::nanoseconds>(now).count();
     }
 
     /// Does not suspend (ECANCELED) when the task's cancellation is stopped already.
@@ -51,28 +61,27 @@ public:
     bool await_suspend(std::coroutine_handle<P> h) {
         const std::stop_token* task = detail::cancellation_of(h);
         if (stop_requested(task)) {
-            op_.result = -ECANCELED;
+            entry_.result = -ECANCELED;
             return false;
         }
-        Reactor& reactor = current_reactor("eddy::sleep");
-        op_.waiter = h;
-        op_.reactor = &reactor;
-        if (!cancel_.arm(op_, token_, task)) {
-            op_.result = -ECANCELED;
-            return false;
-        }
-        submit(reactor, op_);  // the last touch: see operation.hpp
-        return true;
+        entry_.queue = &current_timer_queue("eddy::sleep");
+        entry_.waiter = h;
+        // Registered before arming: a cancel either finds the entry queued (and resumes us)
+        // or marks it so that arming fails (timer.hpp).
+        if (token_.stop_possible()) own_cancel_.emplace(token_, CancelTimer{&entry_});
+        if (task != nullptr && task->stop_possible()) task_cancel_.emplace(*task, CancelTimer{&entry_});
+        return arm_timer(entry_);  // true: the last touch (see timer.hpp)
     }
 
     void await_resume() const {
-        if (op_.result < 0) throw_io_error(op_.result, "eddy::sleep");
+        if (entry_.result < 0) throw_io_error(entry_.result, "eddy::sleep");
     }
 
 private:
-    TimerOperation op_;
+    TimerEntry entry_;
     std::stop_token token_;
-    CancelRegistration cancel_;  // destroyed before op_
+    std::optional<std::stop_callback<CancelTimer>> own_cancel_;
+    std::optional<std::stop_callback<CancelTimer>> task_cancel_;
 };
 
 } // namespace detail

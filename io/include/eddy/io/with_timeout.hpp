@@ -2,11 +2,13 @@
 //
 //     std::string line = co_await eddy::with_timeout(read_line(conn), 5s);   // or TimedOut
 //
-// The task and a timer race as two children on the workers (the machinery of eddy::when_any).
-// If the task finishes first, its value is returned (or its exception rethrown) and the timer
-// is cancelled. If the time runs out first, the task is cancelled (whatever it awaits throws
-// eddy::OperationCancelled, eddy/tasks/cancellation.hpp) and with_timeout waits until it has
-// stopped. Then:
+// The task runs at once on the awaiting worker (like `co_await task`), under a cancellation
+// of its own that is linked under the awaiter's, while a timer waits on that worker's timer
+// queue (eddy/io/detail/timer.hpp). If the task finishes first, its value is returned (or its
+// exception rethrown) and the timer is unlinked: no trip to the reactor, no allocation. If
+// the time runs out first, the reactor stops the task's cancellation (whatever it awaits
+// throws eddy::OperationCancelled, eddy/tasks/cancellation.hpp) and with_timeout waits until
+// the task has stopped. Then:
 //   * if it stopped by that cancellation, eddy::TimedOut is thrown (a std::system_error with
 //     std::errc::timed_out);
 //   * if it finished anyway (the cancel came too late: its read had completed, say), its
@@ -16,19 +18,25 @@
 // and a timeout cannot be mistaken for a value. Cancelling the awaiter cancels both
 // (OperationCancelled). Awaiting off a worker throws eddy::WrongThread; an empty task
 // eddy::BrokenTask.
+//
+// with_timeout returns an eddy::Timeout<T>, an awaitable that costs nothing until awaited;
+// awaiting it directly allocates nothing beyond what the task itself costs. It converts to
+// Task<T> (one coroutine frame) where a Task is needed (spawn, when_all, TaskGroup::spawn,
+// a variable of type Task<T>).
 #pragma once
 
-#include <array>
 #include <chrono>
 #include <coroutine>
-#include <cstddef>
+#include <cstdint>
 #include <exception>
+#include <limits>
+#include <optional>
+#include <stop_token>
 #include <type_traits>
 #include <utility>
 
-#include <eddy/io/sleep.hpp>
+#include <eddy/io/detail/timer.hpp>
 #include <eddy/runtime/detail/children.hpp>
-#include <eddy/runtime/detail/when_any_state.hpp>
 #include <eddy/tasks/cancellation.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
@@ -37,49 +45,176 @@ namespace eddy {
 
 namespace detail {
 
-inline Task<void> expire_at(std::chrono::steady_clock::time_point deadline) { co_await sleep_until(deadline); }
+/// A stop source and the cancellation a with_timeout's task runs under. with_timeout takes
+/// one from a per-thread cache and gives it back when the task finished without a stop and
+/// without sharing its token, so that a timeout that does not fire allocates nothing
+/// (io/timeout.cpp).
+struct TimeoutScope {
+    TimeoutScope() : scope(source.get_token()) {}
+    std::stop_source source;
+    TaskCancellation scope;
+};
+/// A fresh or recycled scope (std::bad_alloc when the cache is empty and memory is out).
+TimeoutScope* take_timeout_scope();
+/// Back to the cache if it can serve again, else freed: only when `timer_fired` is false (a
+/// timer that fired may have a stop on its way from the reactor, on a copy of the source)
+/// and the source was neither stopped nor its token shared.
+void give_back_timeout_scope(TimeoutScope* s, bool timer_fired) noexcept;
 
-template <class T>
-Task<T> race_with_timer(Task<T> task, Task<void> timer) {
-    using Child = std::pair<PromiseBase*, std::coroutine_handle<>>;
-    std::array<Child, 2> children{child_of(task, "eddy::with_timeout"), child_of(timer, "eddy::with_timeout")};
-    auto get = [&children](std::size_t i) { return children[i]; };
-    ChildrenAwaiter<WhenAnyState, decltype(get)> race("eddy::with_timeout", 2, get);
-    const WhenAnyState& state = co_await race;
-    // Timed out: the timer finished first, by expiring (not by a cancellation from above),
-    // and the task then stopped by the cancellation that followed. If the awaiter itself was
-    // cancelled meanwhile, that is what the caller is told (OperationCancelled), so that a
-    // TaskGroup member stopping this way is not mistaken for a failure.
-    const bool expired = state.winner() == 1 && !TaskAccess::get(timer).promise().exception();
-    const std::exception_ptr& failure = TaskAccess::get(task).promise().exception();
-    if (expired && failure && is_cancellation(failure)) {
-        const std::stop_token mine = co_await this_task::stop_token();
-        if (mine.stop_requested()) throw OperationCancelled("eddy::with_timeout: the awaiter was cancelled");
-        throw TimedOut();
-    }
-    if constexpr (std::is_void_v<T>) {
-        take_child(task);
-    } else {
-        co_return take_child(task);
-    }
+/// Forwards a stop request of the awaiter's cancellation to the task's.
+struct ForwardStop {
+    std::stop_source* target;
+    void operator()() const noexcept { target->request_stop(); }
+};
+
+/// steady_clock ns since its epoch.
+inline std::int64_t steady_now_ns() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+/// `now_ns + d` in ns, saturated at the largest value.
+inline std::int64_t add_saturated(std::int64_t now_ns, std::chrono::steady_clock::duration d) noexcept {
+    const std::int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+    return ns > std::numeric_limits<std::int64_t>::max() - now_ns ? std::numeric_limits<std::int64_t>::max()
+                                                                  : now_ns + ns;
 }
 
 } // namespace detail
 
+/// The awaitable that with_timeout and with_deadline return. Move it until it is awaited;
+/// await it once.
+template <class T>
+class [[nodiscard]] Timeout {
+public:
+    using Clock = std::chrono::steady_clock;
+
+    Timeout(Task<T> task, Clock::time_point deadline) noexcept
+        : task_(std::move(task)),
+          deadline_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count()) {}
+    Timeout(Task<T> task, Clock::duration timeout) noexcept
+        : task_(std::move(task)), timeout_(timeout), relative_(true) {}
+    Timeout(Timeout&& other) noexcept
+        : task_(std::move(other.task_)),
+          deadline_ns_(other.deadline_ns_),
+          timeout_(other.timeout_),
+          relative_(other.relative_) {}
+    Timeout& operator=(Timeout&&) = delete;
+    Timeout(const Timeout&) = delete;
+    ~Timeout() {
+        // Only a frame destroyed while the task ran (runtime shutdown) gets here with a scope:
+        // the task's frame goes first, since it may still unregister callbacks on the scope.
+        if (scope_ != nullptr) {
+            link_.reset();
+            if (entry_.state == detail::TimerEntry::State::kQueued) detail::disarm_timer(entry_);
+            task_ = Task<T>{};
+            detail::give_back_timeout_scope(std::exchange(scope_, nullptr), true);
+        }
+    }
+
+    bool await_ready() const noexcept { return false; }
+
+    template <class P>
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> parent) {
+        auto child = detail::TaskAccess::get(task_);
+        if (!child) throw BrokenTask("eddy::with_timeout: the task is empty (moved-from or already awaited)");
+        entry_.queue = &detail::current_timer_queue("eddy::with_timeout");
+        scope_ = detail::take_timeout_scope();
+        parent_token_ = detail::cancellation_of(parent);
+        // May stop the scope at once, if the awaiter is cancelled already.
+        if (parent_token_ != nullptr && parent_token_->stop_possible())
+            link_.emplace(*parent_token_, detail::ForwardStop{&scope_->source});
+        child.promise().set_cancellation(&scope_->scope);
+        child.promise().set_continuation(parent);
+        const std::int64_t now = detail::steady_now_ns();  // the one clock read
+        entry_.deadline_ns = relative_ ? detail::add_saturated(now, timeout_) : deadline_ns_;
+        entry_.action = detail::TimerEntry::Action::kStop;
+        entry_.source = &scope_->source;
+        if (entry_.deadline_ns <= now) {
+            expired_ = true;  // no time at all: the task starts cancelled
+            scope_->source.request_stop();
+        } else {
+            (void)detail::arm_timer(entry_);  // a kStop entry has no callbacks: always armed
+        }
+        return child;  // symmetric transfer: the task runs now
+    }
+
+    T await_resume() {
+        // The timer: unlinked (it will never fire) or it fired (the reactor stopped the scope).
+        const bool fired = expired_ || !detail::disarm_timer(entry_);
+        link_.reset();  // waits for a forward running on another thread
+        auto child = detail::TaskAccess::get(task_);
+        std::exception_ptr failure = child.promise().exception();
+        const bool timed_out =
+            fired && failure && detail::is_cancellation(failure) && !detail::stop_requested(parent_token_);
+        struct Release {  // the task's frame first, then the scope it ran under
+            Timeout& self;
+            bool fired;
+            ~Release() {
+                self.task_ = Task<T>{};
+                detail::give_back_timeout_scope(std::exchange(self.scope_, nullptr), fired);
+            }
+        } release{*this, fired};
+        if (timed_out) throw TimedOut();
+        // A cancellation of the awaiter: OperationCancelled, not TimedOut, so that a TaskGroup
+        // member stopping this way is not mistaken for a failure.
+        if (failure) std::rethrow_exception(failure);
+        if constexpr (std::is_void_v<T>) {
+            child.promise().take();
+        } else {
+            return child.promise().take();
+        }
+    }
+
+    /// As a Task (one coroutine frame), for spawn, when_all, TaskGroup::spawn and the like.
+    Task<T> into_task() && { return wrap(std::move(*this)); }
+    operator Task<T>() && { return wrap(std::move(*this)); }
+
+private:
+    static Task<T> wrap(Timeout self) { co_return co_await std::move(self); }
+
+    Task<T> task_;
+    std::int64_t deadline_ns_ = 0;
+    Clock::duration timeout_{};
+    bool relative_ = false;
+    bool expired_ = false;
+    detail::TimerEntry entry_;
+    detail::TimeoutScope* scope_ = nullptr;
+    const std::stop_token* parent_token_ = nullptr;
+    std::optional<std::stop_callback<detail::ForwardStop>> link_;
+};
+
 /// `task`'s result, or eddy::TimedOut once `deadline` (steady clock) has passed.
 template <class T>
-Task<T> with_deadline(Task<T> task, std::chrono::steady_clock::time_point deadline) {
-    return detail::race_with_timer(std::move(task), detail::expire_at(deadline));
+Timeout<T> with_deadline(Task<T> task, std::chrono::steady_clock::time_point deadline) {
+    return Timeout<T>(std::move(task), deadline);
 }
 
 /// `task`'s result, or eddy::TimedOut after `timeout` (measured from when the returned task
-/// starts, which is when it is awaited).
+/// starts, which is when it is awaited). Huge timeouts saturate; zero or negative ones give
+/// the task no time (it starts cancelled, and finishes with its value only if it never
+/// suspends).
 template <class T, class Rep, class Period>
-Task<T> with_timeout(Task<T> task, std::chrono::duration<Rep, Period> timeout) {
-    // The timer is created when the race starts: sleep() reads the clock when it is awaited,
-    // and saturates huge timeouts instead of overflowing.
-    auto timer = [](std::chrono::duration<Rep, Period> d) -> Task<void> { co_await sleep(d); };
-    return detail::race_with_timer(std::move(task), timer(timeout));
+Timeout<T> with_timeout(Task<T> task, std::chrono::duration<Rep, Period> timeout) {
+    using D = std::chrono::steady_clock::duration;
+    using Wide = std::chrono::duration<long double, std::nano>;
+    D d;
+    if (timeout <= std::chrono::duration<Rep, Period>::zero())
+        d = D::zero();
+    else if (Wide(timeout) >= Wide(D::max()))
+        d = D::max();
+    else
+        d = std::chrono::ceil<D>(timeout);
+    return Timeout<T>(std::move(task), d);
+}
+
+/// The same for an awaitable that becomes a Task (a with_timeout inside another).
+template <detail::IntoTask A>
+auto with_deadline(A&& a, std::chrono::steady_clock::time_point deadline) {
+    return with_deadline(std::move(a).into_task(), deadline);
+}
+template <detail::IntoTask A, class Rep, class Period>
+auto with_timeout(A&& a, std::chrono::duration<Rep, Period> timeout) {
+    return with_timeout(std::move(a).into_task(), timeout);
 }
 
 } // namespace eddy

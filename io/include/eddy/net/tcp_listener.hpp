@@ -11,6 +11,7 @@
 #include <stop_token>
 #include <utility>
 
+#include <eddy/io/detail/socket_io.hpp>
 #include <eddy/io/file_descriptor.hpp>
 #include <eddy/net/socket_addr.hpp>
 #include <eddy/net/tcp_stream.hpp>
@@ -31,11 +32,11 @@ public:
     SocketAddr local_address() const;
     /// Stops listening now; an accept pending in another task fails (EINVAL).
     void close();
-    int native_handle() const noexcept { return fd_.get(); }
+    int native_handle() const noexcept { return io_.fd(); }
 
 private:
-    explicit TcpListener(io::FileDescriptor fd) noexcept : fd_(std::move(fd)) {}
-    io::FileDescriptor fd_;
+    explicit TcpListener(io::FileDescriptor fd) noexcept : io_(std::move(fd)) {}
+    detail::SocketIo io_;
 };
 
 } // namespace eddy::net

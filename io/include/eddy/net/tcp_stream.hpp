@@ -17,7 +17,7 @@
 #include <stop_token>
 #include <string_view>
 
-#include <eddy/io/detail/io_awaiter.hpp>
+#include <eddy/io/detail/socket_io.hpp>
 #include <eddy/io/file_descriptor.hpp>
 #include <eddy/net/socket_addr.hpp>
 #include <eddy/tasks/task.hpp>
@@ -30,23 +30,20 @@ public:
     static Task<TcpStream> connect(SocketAddr addr, std::stop_token token = {});
 
     /// Adopts a connected stream socket.
-    explicit TcpStream(io::FileDescriptor fd) noexcept : fd_(std::move(fd)) {}
+    explicit TcpStream(io::FileDescriptor fd) noexcept : io_(std::move(fd)) {}
 
     /// Reads what is available, up to buf.size() bytes; 0 means end of stream.
-    [[nodiscard]] detail::IoAwaiter read(std::span<std::byte> buf, std::stop_token token = {}) noexcept {
-        return detail::IoAwaiter({.kind = detail::IoKind::kRecv, .fd = fd_.get(), .addr = buf.data(), .len = buf.size()},
-                                 "eddy::net::TcpStream::read", std::move(token));
+    [[nodiscard]] detail::SocketAwaiter read(std::span<std::byte> buf, std::stop_token token = {}) noexcept {
+        return detail::SocketAwaiter(io_, detail::SocketAwaiter::Op::kRecv, buf.data(), buf.size(),
+                                     "eddy::net::TcpStream::read", std::move(token));
     }
     /// Fills `buf` completely; std::system_error with ENODATA if the stream ends first.
     Task<void> read_exact(std::span<std::byte> buf);
 
     /// Writes some of `data` (at least one byte unless it is empty); returns the count.
-    [[nodiscard]] detail::IoAwaiter write(std::span<const std::byte> data, std::stop_token token = {}) noexcept {
-        return detail::IoAwaiter({.kind = detail::IoKind::kSend,
-                                  .fd = fd_.get(),
-                                  .addr = const_cast<std::byte*>(data.data()),
-                                  .len = data.size()},
-                                 "eddy::net::TcpStream::write", std::move(token));
+    [[nodiscard]] detail::SocketAwaiter write(std::span<const std::byte> data, std::stop_token token = {}) noexcept {
+        return detail::SocketAwaiter(io_, detail::SocketAwaiter::Op::kSend, const_cast<std::byte*>(data.data()),
+                                     data.size(), "eddy::net::TcpStream::write", std::move(token));
     }
     /// Writes all of `data`.
     Task<void> write_all(std::span<const std::byte> data);
@@ -55,9 +52,8 @@ public:
     enum class Shutdown { kRead = 0, kWrite = 1, kBoth = 2 };
     /// Shuts down one or both directions (shutdown(2)): after kWrite the peer reads 0.
     void shutdown(Shutdown how = Shutdown::kWrite);
-    /// Closes the socket now: the peer sees end of stream, and a read pending on it in
-    /// another task returns 0. (A write blocked on a full socket buffer keeps the socket
-    /// open in the kernel until it completes: cancel it through its stop_token.)
+    /// Closes the socket now: the peer sees end of stream, a read pending on it in another
+    /// task returns 0 and a write pending in another task fails with EPIPE.
     /// std::system_error on failure.
     void close();
 
@@ -65,10 +61,10 @@ public:
     void set_nodelay(bool on);
     SocketAddr peer_address() const;
     SocketAddr local_address() const;
-    int native_handle() const noexcept { return fd_.get(); }
+    int native_handle() const noexcept { return io_.fd(); }
 
 private:
-    io::FileDescriptor fd_;
+    detail::SocketIo io_;
 };
 
 } // namespace eddy::net

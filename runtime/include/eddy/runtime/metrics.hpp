@@ -39,13 +39,14 @@ struct WorkerMetrics {
 };
 
 struct ReactorMetrics {
-    std::uint64_t operations = 0;   // I/O operations and timers handed to the reactor
+    std::uint64_t operations = 0;   // I/O operations handed to the reactor (not sockets' reads and writes)
     std::uint64_t submissions = 0;  // SQEs submitted to the kernel (operations, polls, cancels, wake-up reads)
     std::uint64_t completions = 0;  // CQEs reaped
     std::uint64_t timers_fired = 0; // sleeps that reached their deadline
     std::uint64_t wakeups = 0;      // times a worker woke the sleeping reactor (eventfd writes)
-    std::size_t in_flight = 0;      // gauge: completions the kernel still owes
-    std::size_t timers_armed = 0;   // gauge: sleeps waiting for their deadline
+    std::size_t in_flight = 0;      // gauge: completions the kernel still owes (operations, socket polls)
+    std::size_t timers_armed = 0;   // gauge: sleeps and with_timeouts waiting for their deadline
+    std::size_t sockets_polled = 0; // gauge: sockets with a multishot poll in the ring (one each)
 };
 
 struct RuntimeMetrics {

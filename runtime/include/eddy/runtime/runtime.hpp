@@ -50,6 +50,12 @@ public:
         return spawn(std::move(task)).wait();
     }
 
+    /// The same for an awaitable that becomes a Task (eddy::Timeout).
+    template <detail::IntoTask A>
+    decltype(auto) block_on(A&& a) {
+        return block_on(std::move(a).into_task());
+    }
+
     /// Starts `task` on this runtime from any thread (see eddy::spawn for the rules).
     template <class T>
     JoinHandle<T> spawn(Task<T> task) {
@@ -57,6 +63,11 @@ public:
         if (!h) throw BrokenTask("eddy::Runtime::spawn: the task is empty (moved-from or already awaited)");
         detail::spawn_root(scheduler_.get(), h.promise(), h);
         return JoinHandle<T>(detail::header_of(h.address()));
+    }
+
+    template <detail::IntoTask A>
+    auto spawn(A&& a) {
+        return spawn(std::move(a).into_task());
     }
 
     /// Stops the runtime (see above). Idempotent.

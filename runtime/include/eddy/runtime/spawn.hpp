@@ -28,4 +28,10 @@ JoinHandle<T> spawn(Task<T> task) {
     return JoinHandle<T>(detail::header_of(h.address()));
 }
 
+/// spawn(std::move(a).into_task()), for an awaitable such as eddy::Timeout.
+template <detail::IntoTask A>
+auto spawn(A&& a) {
+    return spawn(std::move(a).into_task());
+}
+
 } // namespace eddy

@@ -64,7 +64,7 @@ public:
     /// True once the group's cancellation was requested (cancel(), a failure or its awaiter).
     bool cancelled() const noexcept { return stop_ && stop_->stop_requested(); }
     /// The token the members run under, for code that takes a std::stop_token.
-    std::stop_token stop_token() const noexcept { return stop_ ? *stop_->token() : std::stop_token{}; }
+    std::stop_token stop_token() const noexcept { return stop_ ? stop_->token()->share() : std::stop_token{}; }
 
     /// The co_await of a group (used by task_group()).
     class Awaiter {

@@ -50,6 +50,13 @@ Task<std::tuple<detail::child_value_t<Ts>...>> when_all(Task<Ts>... tasks) {
     co_return std::tuple<detail::child_value_t<Ts>...>{detail::take_child(tasks)...};
 }
 
+/// when_all of Tasks and awaitables that become Tasks (eddy::Timeout), mixed.
+template <class... As>
+    requires(sizeof...(As) > 0 && (detail::TaskOrIntoTask<As> && ...) && (detail::IntoTask<As> || ...))
+auto when_all(As&&... as) {
+    return when_all(detail::to_task(std::forward<As>(as))...);
+}
+
 template <class T>
 Task<std::conditional_t<std::is_void_v<T>, void, std::vector<T>>> when_all(std::vector<Task<T>> tasks) {
     static_assert(std::is_void_v<T> || std::is_object_v<T>,

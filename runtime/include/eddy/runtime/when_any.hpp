@@ -97,6 +97,13 @@ Task<std::variant<detail::any_value_t<Ts>...>> when_any(Task<Ts>... tasks) {
     co_return detail::take_winner_at<Variant>(winner, all, std::index_sequence_for<Ts...>{});
 }
 
+/// when_any of Tasks and awaitables that become Tasks (eddy::Timeout), mixed.
+template <class... As>
+    requires(sizeof...(As) > 0 && (detail::TaskOrIntoTask<As> && ...) && (detail::IntoTask<As> || ...))
+auto when_any(As&&... as) {
+    return when_any(detail::to_task(std::forward<As>(as))...);
+}
+
 template <class T>
 Task<std::conditional_t<std::is_void_v<T>, std::size_t, WhenAnyResult<T>>> when_any(std::vector<Task<T>> tasks) {
     static_assert(std::is_void_v<T> || std::is_object_v<T>,

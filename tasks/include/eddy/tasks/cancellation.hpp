@@ -50,13 +50,29 @@ public:
     bool await_ready() const noexcept { return false; }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) noexcept {
-        if (const std::stop_token* t = cancellation_of(h)) token_ = *t;
+        if (const TaskCancellation* c = cancellation_scope_of(h)) token_ = c->share();
         return false;  // never suspends: only looks at the promise
     }
     std::stop_token await_resume() noexcept { return std::move(token_); }
 
 private:
     std::stop_token token_;
+};
+
+/// Awaiting it gives a pointer to the awaiting task's token (nullptr: uncancellable), which
+/// lives as long as the task; unlike CurrentStopToken it does not share the token.
+class CurrentCancellation {
+public:
+    bool await_ready() const noexcept { return false; }
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) noexcept {
+        token_ = cancellation_of(h);
+        return false;
+    }
+    const std::stop_token* await_resume() const noexcept { return token_; }
+
+private:
+    const std::stop_token* token_ = nullptr;
 };
 
 /// Awaiting it throws OperationCancelled if the awaiting task's cancellation was requested.
@@ -81,15 +97,15 @@ private:
 /// points into it).
 class LinkedStopSource {
 public:
-    explicit LinkedStopSource(const std::stop_token* parent) : token_(source_.get_token()) {
+    explicit LinkedStopSource(const std::stop_token* parent) : scope_(source_.get_token()) {
         // May run request_stop() at once, if the parent is already stopped.
         if (parent != nullptr && parent->stop_possible()) link_.emplace(*parent, Forward{&source_});
     }
     LinkedStopSource(const LinkedStopSource&) = delete;
     LinkedStopSource& operator=(const LinkedStopSource&) = delete;
 
-    /// The token children run under; stays valid as long as this object.
-    const std::stop_token* token() const noexcept { return &token_; }
+    /// The cancellation children run under; stays valid as long as this object.
+    const TaskCancellation* token() const noexcept { return &scope_; }
     bool request_stop() noexcept { return source_.request_stop(); }
     bool stop_requested() const noexcept { return source_.stop_requested(); }
 
@@ -99,7 +115,7 @@ private:
         void operator()() const noexcept { target->request_stop(); }
     };
     std::stop_source source_;
-    std::stop_token token_;
+    TaskCancellation scope_;
     // Destroyed first: its destructor waits for a forward running on another thread.
     std::optional<std::stop_callback<Forward>> link_;
 };
@@ -127,15 +143,28 @@ Task<T> shield(Task<T> task) {
     co_return co_await typename Task<T>::Awaiter(task, nullptr);
 }
 
+template <detail::IntoTask A>
+auto shield(A&& a) {
+    return shield(std::move(a).into_task());
+}
+
 /// Runs `task` under `token` as well as under its awaiter's cancellation: a stop request on
 /// either cancels it (then OperationCancelled, as for any cancellation).
 template <class T>
 Task<T> with_stop_token(Task<T> task, std::stop_token token) {
-    const std::stop_token parent = co_await this_task::stop_token();
-    if (!parent.stop_possible()) co_return co_await typename Task<T>::Awaiter(task, &token);
-    detail::LinkedStopSource both(&parent);
+    const std::stop_token* parent = co_await detail::CurrentCancellation{};
+    if (parent == nullptr || !parent->stop_possible()) {
+        const detail::TaskCancellation own(std::move(token));
+        co_return co_await typename Task<T>::Awaiter(task, &own);
+    }
+    detail::LinkedStopSource both(parent);
     std::stop_callback also(token, [&both]() noexcept { both.request_stop(); });
     co_return co_await typename Task<T>::Awaiter(task, both.token());
+}
+
+template <detail::IntoTask A>
+auto with_stop_token(A&& a, std::stop_token token) {
+    return with_stop_token(std::move(a).into_task(), std::move(token));
 }
 
 } // namespace eddy

@@ -28,6 +28,7 @@
 
 #include <coroutine>
 #include <stop_token>
+#include <type_traits>
 #include <utility>
 
 #include <eddy/tasks/detail/promise.hpp>
@@ -65,7 +66,7 @@ public:
                                                  "default-constructed or already awaited)");
         }
         /// Awaits under a given cancellation instead of the awaiter's (shield, with_stop_token).
-        Awaiter(Task& task, const std::stop_token* cancellation) : Awaiter(task) {
+        Awaiter(Task& task, const detail::TaskCancellation* cancellation) : Awaiter(task) {
             fixed_ = cancellation;
             inherit_ = false;
         }
@@ -76,7 +77,7 @@ public:
             p.set_continuation(awaiter);
             // The child runs under its awaiter's cancellation: cancelling a task cancels
             // whatever it awaits, however deep.
-            p.set_cancellation(inherit_ ? detail::cancellation_of(awaiter) : fixed_);
+            p.set_cancellation(inherit_ ? detail::cancellation_scope_of(awaiter) : fixed_);
             return task_.handle_;  // symmetric transfer: start the task
         }
         T await_resume() {
@@ -90,7 +91,7 @@ public:
 
     private:
         Task& task_;
-        const std::stop_token* fixed_ = nullptr;
+        const detail::TaskCancellation* fixed_ = nullptr;
         bool inherit_ = true;
     };
 
@@ -110,6 +111,34 @@ private:
 };
 
 namespace detail {
+
+template <class A>
+inline constexpr bool is_task_v = false;
+template <class T>
+inline constexpr bool is_task_v<Task<T>> = true;
+
+/// An awaitable that becomes a Task on request (eddy::Timeout): `std::move(a).into_task()`.
+/// The functions that take a Task (spawn, when_all, when_any, block_on, shield,
+/// with_stop_token, with_timeout) take such an awaitable too.
+template <class A>
+concept IntoTask = !is_task_v<std::remove_cvref_t<A>> && std::is_rvalue_reference_v<A&&> &&
+                   requires(A&& a) {
+                       { std::move(a).into_task() };
+                   } && is_task_v<decltype(std::declval<A&&>().into_task())>;
+
+/// A Task, or something that becomes one.
+template <class A>
+concept TaskOrIntoTask = is_task_v<std::remove_cvref_t<A>> || IntoTask<A>;
+
+template <class T>
+Task<T> to_task(Task<T>&& t) noexcept {
+    return std::move(t);
+}
+template <IntoTask A>
+auto to_task(A&& a) {
+    return std::move(a).into_task();
+}
+
 template <class T>
 Task<T> Promise<T>::get_return_object() noexcept {
     return Task<T>(std::coroutine_handle<Promise<T>>::from_promise(*this));

@@ -29,7 +29,8 @@ struct Operation;
 
 /// A link in the reactor's inbox (an intrusive multi-producer stack).
 struct ReactorNode {
-    enum class Kind : std::uint8_t { kIo, kTimer, kCancel };
+    /// kPollArm, kPollCancel: requests about a socket's multishot poll (io/poll_state.hpp).
+    enum class Kind : std::uint8_t { kIo, kCancel, kPollArm, kPollCancel };
     explicit ReactorNode(Kind k) noexcept : kind(k) {}
     ReactorNode* next = nullptr;
     const Kind kind;
@@ -78,12 +79,6 @@ struct IoOperation : Operation {
     std::uint64_t offset = 0;      // file offset (~0: the current position), or socklen_t*
     std::uint32_t op_flags = 0;    // MSG_* flags, accept/open flags
     bool poll_first = false;       // a non-blocking attempt just failed: wait for readiness first
-};
-
-struct TimerOperation : Operation {
-    TimerOperation() noexcept : Operation(Kind::kTimer) {}
-    std::int64_t deadline_ns = 0;  // std::chrono::steady_clock, since its epoch
-    std::size_t heap_index = 0;    // reactor thread only
 };
 
 /// The reactor of the runtime whose worker runs the calling thread. Throws eddy::WrongThread

@@ -4,6 +4,7 @@
 
 #include <coroutine>
 #include <cstddef>
+#include <cstdint>
 
 #include <eddy/tasks/detail/frame_header.hpp>
 #include <eddy/tasks/detail/promise.hpp>
@@ -26,6 +27,32 @@ void spawn_root(Scheduler* sched, PromiseBase& p, std::coroutine_handle<> frame)
 /// Any thread: queues `frame` to be resumed by a worker of `sched` (its own worker's deque
 /// when the caller is one of them, else the injection queue), waking a worker if needed.
 void schedule_on(Scheduler* sched, std::coroutine_handle<> frame) noexcept;
+
+/// A callback that is queued and run like a task: a worker calls `run(self)` where it would
+/// resume a frame. The I/O layer uses it to retry a socket operation on a worker after a
+/// readiness event, and to resume the frame only once the retry settled (the frame cannot
+/// be resumed to retry: await_resume cannot suspend again). Lives in an awaiter; whoever
+/// queues it hands over the right to run it, as for a frame. Queued as its address with bit
+/// 0 set (frames and Runnables are at least 8-aligned), so the queues stay `void*`.
+struct Runnable {
+    void (*run)(Runnable* self) noexcept;
+};
+inline void* queue_item(Runnable* r) noexcept { return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(r) | 1); }
+inline bool is_runnable_item(void* item) noexcept { return (reinterpret_cast<std::uintptr_t>(item) & 1) != 0; }
+inline Runnable* runnable_of(void* item) noexcept {
+    return reinterpret_cast<Runnable*>(reinterpret_cast<std::uintptr_t>(item) & ~std::uintptr_t{1});
+}
+/// Runs a queued item: a frame is resumed, a Runnable run.
+inline void run_queue_item(void* item) noexcept {
+    if (is_runnable_item(item)) {
+        Runnable* r = runnable_of(item);
+        r->run(r);
+    } else {
+        std::coroutine_handle<>::from_address(item).resume();
+    }
+}
+/// Any thread: queues `r` on `sched` like schedule_on() does a frame.
+void schedule_runnable_on(Scheduler* sched, Runnable* r) noexcept;
 
 /// Worker thread only: queues `frame` on this worker's deque without waking anyone.
 void schedule_local(std::coroutine_handle<> frame) noexcept;

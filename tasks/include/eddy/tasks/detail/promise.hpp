@@ -12,6 +12,7 @@
 // destroy the frame or hand it to another thread, and returns the coroutine to run next.
 #pragma once
 
+#include <atomic>
 #include <coroutine>
 #include <exception>
 #include <memory>
@@ -25,6 +26,28 @@
 namespace eddy::detail {
 
 class PromiseBase;
+
+/// The cancellation a task runs under: a std::stop_token, in the frame of whoever started
+/// the task (a combinator's state, a with_timeout, with_stop_token), shared by every task it
+/// awaits. `shared` records that a copy of the token left the tree of tasks
+/// (this_task::stop_token(), TaskGroup::stop_token()): such a copy may outlive the tasks, so
+/// eddy::with_timeout, which reuses the stop sources of tasks that finished unstopped, must
+/// not reuse this one (io/timeout.cpp). Relaxed: read after the tasks finished, which the
+/// completion chain orders.
+struct TaskCancellation {
+    explicit TaskCancellation(std::stop_token t = {}) noexcept : token(std::move(t)) {}
+    TaskCancellation(const TaskCancellation&) = delete;
+    TaskCancellation& operator=(const TaskCancellation&) = delete;
+
+    /// A copy for code outside the task tree; marks the token as shared.
+    std::stop_token share() const noexcept {
+        shared.store(true, std::memory_order_relaxed);
+        return token;
+    }
+
+    std::stop_token token;
+    mutable std::atomic<bool> shared{false};
+};
 
 /// Completion hook: `ctx` is the hook's own state, `self` the finished frame.
 using FinishFn = std::coroutine_handle<> (*)(void* ctx, PromiseBase& p,
@@ -59,10 +82,12 @@ public:
     const std::exception_ptr& exception() const noexcept { return exception_; }
 
     /// The cancellation this task runs under: its awaiter's (inherited at `co_await`), a
-    /// combinator's (when_all, when_any, TaskGroup), or nullptr (spawned root tasks, shield).
-    /// The token object lives in an ancestor frame that outlives this task.
-    const std::stop_token* cancellation() const noexcept { return stop_; }
-    void set_cancellation(const std::stop_token* t) noexcept { stop_ = t; }
+    /// combinator's (when_all, when_any, with_timeout, TaskGroup), or nullptr (spawned root
+    /// tasks, shield). It lives in an ancestor frame that outlives this task.
+    const TaskCancellation* cancellation_scope() const noexcept { return stop_; }
+    /// Its token (nullptr: uncancellable).
+    const std::stop_token* cancellation() const noexcept { return stop_ != nullptr ? &stop_->token : nullptr; }
+    void set_cancellation(const TaskCancellation* c) noexcept { stop_ = c; }
 
 protected:
     void rethrow_if_failed() const {
@@ -78,7 +103,7 @@ private:
     FinishFn finish_ = nullptr;
     void* link_ = nullptr;
     std::exception_ptr exception_;
-    const std::stop_token* stop_ = nullptr;
+    const TaskCancellation* stop_ = nullptr;
 };
 // Every frame pays for these bytes (and the header's): see the comment on link_ above.
 // Measure spawn_many with 2 workers before letting this grow.
@@ -90,6 +115,16 @@ template <class P>
 const std::stop_token* cancellation_of(std::coroutine_handle<P> h) noexcept {
     if constexpr (std::is_base_of_v<PromiseBase, P>) {
         return h.promise().cancellation();
+    } else {
+        return nullptr;
+    }
+}
+
+/// The same, with its TaskCancellation (to share the token, or to run a child under it).
+template <class P>
+const TaskCancellation* cancellation_scope_of(std::coroutine_handle<P> h) noexcept {
+    if constexpr (std::is_base_of_v<PromiseBase, P>) {
+        return h.promise().cancellation_scope();
     } else {
         return nullptr;
     }

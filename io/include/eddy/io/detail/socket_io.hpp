@@ -1,0 +1,152 @@
+// eddy/io/detail/socket_io.hpp: readiness-based socket I/O, the path of TcpStream and
+// TcpListener. Not for users: no stability promise.
+//
+// # Why readiness, not one io_uring operation per read
+// A read that finds no data used to become an io_uring recv on the reactor thread: a post
+// to its inbox, an eventfd write to wake it, a submission, and the completion back through
+// the injection queue. Now a socket that has to wait gets one multishot poll in the ring,
+// armed once for its life (PollState, io/poll_state.hpp). An operation tries the socket on
+// the worker (recv/send with MSG_DONTWAIT, accept4 on a non-blocking listener); only when
+// that would block does it queue itself on the socket's PollState, which costs a spin lock
+// and no system call. When the kernel reports the socket ready, the reactor takes the
+// waiters off and queues each one's retry (a Runnable, scheduler_api.hpp) on the workers,
+// which tries again and resumes the task once the operation settled. Nothing goes from a
+// worker to the reactor in the steady state. (The figures are in the README.)
+//
+// # Readiness words, one per direction (PollState::word)
+//   tick << 1 | ready. The reactor bumps the tick and sets `ready` for every event of that
+//   direction; an operation that found the socket not ready clears `ready` (under the lock,
+//   and only if the word is still the one it read before trying: a newer event means "try
+//   again"). A read that returned less than it asked for clears it too (the socket is very
+//   probably empty; if it is not, an event is on its way). So an idle socket costs no
+//   failed recv, and no event between an attempt and the queuing is ever lost.
+//
+// # Cancellation, closing, lifetime
+//   A cancel (the call's token or the task's) takes a queued waiter off and resumes its
+//   task with ECANCELED; nothing is in the kernel's hands, so nothing is lost. close() wakes
+//   every waiter (a read then returns 0, an accept fails with EINVAL, a write with EPIPE).
+//   The PollState owns a reference count: the socket object, every waiting awaiter, the
+//   armed poll and each node on its way to the reactor hold one; the descriptor is closed
+//   when the last goes, so a retry running on another worker never uses a closed (or
+//   reused) descriptor number.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stop_token>
+#include <utility>
+
+#include <eddy/io/file_descriptor.hpp>
+#include <eddy/runtime/detail/scheduler_api.hpp>
+#include <eddy/tasks/detail/promise.hpp>
+
+namespace eddy::detail {
+
+class PollState;
+class SocketAwaiter;
+
+/// A socket's descriptor and, from its first wait on, its PollState. Owned by the socket
+/// types; move-only; closes on destruction.
+class SocketIo {
+public:
+    SocketIo() noexcept = default;
+    explicit SocketIo(io::FileDescriptor fd) noexcept : fd_(fd.release()) {}
+    SocketIo(SocketIo&& other) noexcept
+        : fd_(std::exchange(other.fd_, -1)), state_(std::exchange(other.state_, nullptr)) {}
+    SocketIo& operator=(SocketIo&& other) noexcept {
+        if (this != &other) {
+            release();
+            fd_ = std::exchange(other.fd_, -1);
+            state_ = std::exchange(other.state_, nullptr);
+        }
+        return *this;
+    }
+    SocketIo(const SocketIo&) = delete;
+    SocketIo& operator=(const SocketIo&) = delete;
+    ~SocketIo() { release(); }
+
+    /// The descriptor, -1 once closed.
+    int fd() const noexcept { return fd_; }
+    /// Closes now: shutdown(SHUT_RD) first, so that a read pending in another task returns
+    /// 0 and an accept fails with EINVAL; a pending write fails with EPIPE. The descriptor
+    /// itself is closed at once, or, while the reactor or a retry still uses it, as soon as
+    /// they let go (its number is not reused before). std::system_error from close(2).
+    void close();
+
+private:
+    friend class SocketAwaiter;
+    void release() noexcept;  // close, ignoring errors
+    int fd_ = -1;
+    PollState* state_ = nullptr;
+};
+
+/// The awaiter of one socket operation. `co_await` gives the count (recv, send) or the new
+/// descriptor (accept); errors throw std::system_error with the errno, cancellation
+/// eddy::OperationCancelled. Meant to be awaited as the temporary it is returned as.
+class SocketAwaiter : private Runnable {
+public:
+    enum class Op : std::uint8_t { kRecv, kSend, kAccept };
+
+    /// kRecv/kSend: `buf`, `len`. kAccept: `buf` a sockaddr* (or null), `addrlen` its length.
+    SocketAwaiter(SocketIo& io, Op op, void* buf, std::size_t len, const char* what, std::stop_token token = {},
+                  socklen_t* addrlen = nullptr) noexcept
+        : Runnable{&SocketAwaiter::retry}, io_(&io), buf_(buf), len_(len), addrlen_(addrlen), what_(what), op_(op), token_(std::move(token)) {}
+    SocketAwaiter(const SocketAwaiter&) = delete;
+    SocketAwaiter& operator=(const SocketAwaiter&) = delete;
+    ~SocketAwaiter() {
+        if (state_ != nullptr || (op_ == Op::kAccept && !delivered_ && result_ >= 0 && tried_)) finish();
+    }
+
+    bool await_ready() const noexcept { return false; }
+    /// Does not suspend when the operation settles at once (or the call's token or the
+    /// task's cancellation is stopped already: ECANCELED).
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) {
+        return suspend(h, cancellation_of(h));
+    }
+    std::size_t await_resume();
+
+private:
+    friend class PollState;
+    struct CancelWait {
+        SocketAwaiter* self;
+        void operator()() const noexcept;
+    };
+
+    bool suspend(std::coroutine_handle<> h, const std::stop_token* task);
+    /// One attempt on the worker; false when it would block (then result_ is -EAGAIN).
+    bool attempt() noexcept;
+    /// Tries and, while the socket is not ready, queues itself. True: settled (result_ set);
+    /// false: queued, and the caller must touch nothing of this awaiter any more.
+    bool settle_or_wait() noexcept;
+    static void retry(Runnable* r) noexcept;
+    void finish() noexcept;  // leaves the PollState (destructor), closes an unclaimed accept
+
+    SocketIo* io_;
+    void* buf_;
+    std::size_t len_;
+    socklen_t* addrlen_;
+    const char* what_;
+    PollState* state_ = nullptr;  // set by the first wait: holds a reference
+    std::coroutine_handle<> frame_{};
+    std::int64_t result_ = 0;
+    // Guarded by the PollState's lock: queued on it; cancelled by a stop callback.
+    SocketAwaiter* prev_ = nullptr;
+    SocketAwaiter* next_ = nullptr;
+    bool linked_ = false;
+    bool cancelled_ = false;
+    const Op op_;
+    bool tried_ = false;      // an attempt ran (result_ is meaningful)
+    bool delivered_ = false;  // await_resume took the result
+    std::stop_token token_;
+    // Destroyed first: a callback's destructor waits for a cancel running on another thread.
+    std::optional<std::stop_callback<CancelWait>> own_cancel_;
+    std::optional<std::stop_callback<CancelWait>> task_cancel_;
+};
+
+} // namespace eddy::detail

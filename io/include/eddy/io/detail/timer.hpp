@@ -1,0 +1,70 @@
+// eddy/io/detail/timer.hpp: a timer as the awaiters see it (sleep, with_timeout). Not for
+// users: no stability promise.
+//
+// # Where timers live
+// Each worker has a timer queue of its own (io/timer_queue.hpp: an intrusive pairing heap
+// under a spin lock, owned by the reactor). A timer is armed on the queue of the worker
+// that arms it: taking that worker's lock is uncontended in the common case, and a timer
+// that is disarmed before it fires (a sleep cancelled by when_any, a per-read with_timeout
+// that did not expire) costs an insert and an unlink there, with no trip to the reactor.
+// The reactor thread waits for the earliest deadline of all queues (one kernel timeout, no
+// SQE per timer) and fires what is due: it resumes a sleeping task, or requests a stop for a
+// with_timeout. Deadlines are exact: nothing fires before its deadline.
+//
+// # An entry's state (guarded by its queue's lock)
+//   kIdle --arm--> kQueued --the reactor fires it--> kFired
+//                          --disarm / a stop callback--> kIdle / kCancelled
+//   kIdle --a stop callback before arming--> kCancelled (arming then fails: do not suspend)
+// Whoever moves an entry out of kQueued owns what follows: the reactor resumes the sleeper
+// or stops the source; the canceller resumes the sleeper with ECANCELED; a disarm means the
+// timer will never fire. The entry lives in the awaiter, inside the awaiting frame.
+#pragma once
+
+#include <coroutine>
+#include <cstdint>
+#include <stop_token>
+
+namespace eddy::detail {
+
+class TimerQueue;
+
+struct TimerEntry {
+    enum class State : std::uint8_t { kIdle, kQueued, kFired, kCancelled };
+    /// What firing does: resume `waiter` (a sleep), or request a stop on `source`
+    /// (with_timeout: the source is copied under the queue's lock, since the awaiter may be
+    /// gone as soon as the lock is released).
+    enum class Action : std::uint8_t { kResume, kStop };
+
+    std::int64_t deadline_ns = 0;  // std::chrono::steady_clock, since its epoch
+    TimerQueue* queue = nullptr;   // set before arming; where it is (or was) queued
+    std::coroutine_handle<> waiter{};
+    const std::stop_source* source = nullptr;
+    std::int32_t result = 0;  // kResume: 0 when it fired, -ECANCELED when cancelled
+    State state = State::kIdle;
+    Action action = Action::kResume;
+    // The pairing heap's links (guarded by the queue's lock): first child, next sibling, and
+    // the previous sibling or, for a first child, the parent.
+    TimerEntry* child = nullptr;
+    TimerEntry* next = nullptr;
+    TimerEntry* prev = nullptr;
+};
+
+/// The calling worker's timer queue; eddy::WrongThread naming `what` off a worker.
+TimerQueue& current_timer_queue(const char* what);
+/// Queues `e` on e.queue (set it first). False when a stop callback cancelled it before
+/// (then e.result is -ECANCELED and nothing is queued). After a true return another thread
+/// may fire `e` at any time: a kResume awaiter must touch nothing of its frame afterwards.
+bool arm_timer(TimerEntry& e) noexcept;
+/// Any thread: takes `e` off its queue if it is still there. True: it will never fire.
+/// False: it fired already (or was never armed, or was cancelled).
+bool disarm_timer(TimerEntry& e) noexcept;
+/// Any thread, from a stop callback of a kResume entry: cancels it (see above).
+void cancel_timer(TimerEntry& e) noexcept;
+
+/// A stop callback that cancels a sleep.
+struct CancelTimer {
+    TimerEntry* entry;
+    void operator()() const noexcept { cancel_timer(*entry); }
+};
+
+} // namespace eddy::detail

@@ -1,0 +1,170 @@
+// io/socket_io.cpp: the out-of-line parts of eddy/io/detail/socket_io.hpp.
+#include <eddy/io/detail/socket_io.hpp>
+
+#include "io/poll_state.hpp"
+#include "io/reactor.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+
+#include <eddy/io/detail/operation.hpp>
+
+namespace eddy::detail {
+namespace {
+
+PollState::Dir dir_of(SocketAwaiter::Op op) noexcept {
+    return op == SocketAwaiter::Op::kSend ? PollState::kWrite : PollState::kRead;
+}
+
+} // namespace
+
+void SocketIo::close() {
+    if (fd_ < 0) return;
+    // SHUT_RD first: it ends a read or accept that waits in another task (it returns 0 or
+    // fails with EINVAL) without sending anything, so close(2) still decides what the peer
+    // sees (FIN, or RST with SO_LINGER 0). ENOTCONN for a socket never connected: ignored.
+    ::shutdown(fd_, SHUT_RD);
+    if (PollState* s = std::exchange(state_, nullptr)) {
+        fd_ = -1;
+        s->close();  // closes the descriptor once the reactor and every retry let go
+        return;
+    }
+    io::FileDescriptor(std::exchange(fd_, -1)).close();
+}
+
+void SocketIo::release() noexcept {
+    if (PollState* s = std::exchange(state_, nullptr)) {
+        fd_ = -1;
+        s->close();
+    } else if (fd_ >= 0) {
+        ::close(std::exchange(fd_, -1));
+    }
+}
+
+bool SocketAwaiter::attempt() noexcept {
+    tried_ = true;
+    // Once waiting, the descriptor comes from the state, which keeps it open even if the
+    // socket object was closed meanwhile.
+    const int fd = state_ != nullptr ? state_->fd() : io_->fd_;
+    ssize_t n;
+    do {
+        switch (op_) {
+        case Op::kRecv:
+            n = ::recv(fd, buf_, len_, MSG_DONTWAIT);
+            break;
+        case Op::kSend:
+            n = ::send(fd, buf_, len_, MSG_DONTWAIT | MSG_NOSIGNAL);
+            break;
+        default:
+            n = ::accept4(fd, static_cast<sockaddr*>(buf_), addrlen_, SOCK_CLOEXEC);
+            break;
+        }
+    } while (n < 0 && errno == EINTR);
+    if (n >= 0) {
+        result_ = n;
+        return true;
+    }
+    const int err = errno;
+    result_ = -err;
+    return err != EAGAIN && err != EWOULDBLOCK;
+}
+
+bool SocketAwaiter::suspend(std::coroutine_handle<> h, const std::stop_token* task) {
+    if (token_.stop_requested() || stop_requested(task)) {
+        result_ = -ECANCELED;
+        return false;
+    }
+    const PollState::Dir d = dir_of(op_);
+    PollState* s = io_->state_;
+    std::uint32_t seen;
+    if (s != nullptr) {
+        seen = s->word(d);
+        if ((seen & PollState::kReady) != 0 && attempt()) {
+            // A short read (or write) very probably emptied (filled) the socket buffer: the
+            // next operation waits for an event instead of trying in vain.
+            if (result_ >= 0 && op_ != Op::kAccept && static_cast<std::size_t>(result_) < len_)
+                s->clear_ready(d, seen);
+            return false;
+        }
+    } else {
+        if (attempt()) return false;
+        // The first time this socket has to wait: give it a poll state on this runtime.
+        if (io_->fd_ < 0) {  // closed, and attempt() did not notice (it always should)
+            result_ = -EBADF;
+            return false;
+        }
+        Reactor& reactor = current_reactor(what_);
+        s = new PollState(io_->fd_, reactor, reactor.scheduler());
+        io_->state_ = s;
+        seen = s->word(d);
+    }
+    frame_ = h;
+    state_ = s;
+    s->add_ref();  // ours, until the destructor
+    // Registered before queuing: a cancel either finds us queued or marks us so that we do
+    // not queue (PollState::queue checks under its lock). A callback may run right here.
+    if (token_.stop_possible()) own_cancel_.emplace(token_, CancelWait{this});
+    if (task != nullptr && task->stop_possible()) task_cancel_.emplace(*task, CancelWait{this});
+    switch (s->queue(this, d, seen)) {
+    case PollState::Queue::kQueued:
+        return true;  // the last touch: see settle_or_wait()
+    case PollState::Queue::kSettled:
+        return false;
+    case PollState::Queue::kRetry:
+        break;
+    }
+    return !settle_or_wait();
+}
+
+bool SocketAwaiter::settle_or_wait() noexcept {
+    PollState& s = *state_;
+    const PollState::Dir d = dir_of(op_);
+    for (;;) {
+        const std::uint32_t seen = s.word(d);
+        if ((seen & PollState::kReady) != 0 && attempt()) {
+            if (result_ >= 0 && op_ != Op::kAccept && static_cast<std::size_t>(result_) < len_) s.clear_ready(d, seen);
+            return true;
+        }
+        switch (s.queue(this, d, seen)) {
+        case PollState::Queue::kQueued:
+            return false;  // from here on another thread may resume and destroy us
+        case PollState::Queue::kSettled:
+            return true;
+        case PollState::Queue::kRetry:
+            continue;
+        }
+    }
+}
+
+void SocketAwaiter::retry(Runnable* r) noexcept {
+    auto* self = static_cast<SocketAwaiter*>(r);
+    const std::coroutine_handle<> frame = self->frame_;
+    if (self->settle_or_wait()) frame.resume();
+}
+
+void SocketAwaiter::CancelWait::operator()() const noexcept { self->state_->cancel(self); }
+
+std::size_t SocketAwaiter::await_resume() {
+    delivered_ = true;
+    if (result_ < 0) throw_io_error(static_cast<int>(result_), what_);
+    return static_cast<std::size_t>(result_);
+}
+
+void SocketAwaiter::finish() noexcept {
+    // The callbacks first: their destructors wait for a cancel running on another thread,
+    // which uses the state.
+    own_cancel_.reset();
+    task_cancel_.reset();
+    if (state_ != nullptr) {
+        state_->leave(this);
+        state_->release();
+        state_ = nullptr;
+    }
+    // An accepted connection nobody took (the frame was destroyed before it resumed).
+    if (op_ == Op::kAccept && tried_ && !delivered_ && result_ >= 0) ::close(static_cast<int>(result_));
+}
+
+} // namespace eddy::detail

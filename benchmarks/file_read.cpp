@@ -8,7 +8,11 @@
 #include <unistd.h>
 
 #include <bit>
+#include <cstdlib>
 #include <filesystem>
+#include <memory>
+#include <new>
+#include <span>
 #include <vector>
 
 namespace {
@@ -75,13 +79,19 @@ struct RangeResult {
 
 eddy::Task<RangeResult> read_range(std::string path, std::uint64_t offset, std::size_t len, std::size_t chunk) {
     auto file = co_await eddy::fs::File::open(std::move(path));
-    std::vector<std::byte> buf(chunk);
+    // Page-aligned, like the file's pages: the kernel's copy speed depends on where the
+    // buffer sits relative to them (measured: +/-20% between heap placements), and a heap
+    // placement moves with every change to the library's allocations.
+    const std::unique_ptr<std::byte, decltype(&std::free)> storage(
+        static_cast<std::byte*>(std::aligned_alloc(4096, (chunk + 4095) / 4096 * 4096)), &std::free);
+    if (!storage) throw std::bad_alloc();
+    const std::span<std::byte> buf(storage.get(), chunk);
     RangeResult r;
     while (r.bytes < len) {
         const std::size_t want = std::min(chunk, len - r.bytes);
         std::size_t got = 0;
         while (got < want) {  // read_exact
-            const std::size_t n = co_await file.read_at(std::span(buf).subspan(got, want - got), offset + r.bytes + got);
+            const std::size_t n = co_await file.read_at(buf.subspan(got, want - got), offset + r.bytes + got);
             if (n == 0) throw std::runtime_error("unexpected end of file");
             got += n;
         }

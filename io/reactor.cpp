@@ -120,7 +120,8 @@ Reactor::Reactor(Scheduler& sched, unsigned ring_entries) : sched_(sched), token
     }
     ready_.reserve(256);
     timer_queues_.reserve(sched.num_workers());
-    for (std::size_t i = 0; i < sched.num_workers(); ++i) timer_queues_.push_back(std::make_unique<TimerQueue>(*this));
+    const std::int64_t now = now_ns();
+    for (std::size_t i = 0; i < sched.num_workers(); ++i) timer_queues_.push_back(std::make_unique<TimerQueue>(*this, now));
 }
 
 Reactor::~Reactor() {
@@ -193,13 +194,15 @@ void Reactor::post_any(ReactorNode& node) noexcept {
 
 void Reactor::flush() noexcept { wake_if_sleeping(); }
 
-void Reactor::worker_out_of_work(bool parked) noexcept {
+bool Reactor::worker_out_of_work(bool parked) noexcept {
     // Seq_cst: pairs with sleep_batching()'s store of kSleepingBatch and its look at the
     // idle state (after parking, the caller did a seq_cst RMW of it).
-    if (sleeping_.load(std::memory_order_seq_cst) != kSleepingBatch) return;
+    if (sleeping_.load(std::memory_order_seq_cst) != kSleepingBatch) return false;
     // A worker that will spin for work first wakes us only if completions are waiting; one
     // that parked always does, since we must then sleep in the ring to see them come.
-    if (parked || !taskrun_flag_ || events_pending()) wake_if_sleeping();
+    const bool pending = !taskrun_flag_ || events_pending();
+    if (parked || pending) wake_if_sleeping();
+    return pending;
 }
 
 bool Reactor::events_pending() const noexcept {
@@ -575,9 +578,16 @@ void Reactor::sleep_in_kernel() {
     // stale count is harmless either way. Bounded, we come back by ourselves; unbounded,
     // post_deferred() sees kSleepingUnbounded below and wakes us (see reactor.hpp).
     const std::size_t unparked = sched_.idle().num_unparked();
-    const bool batch = unparked == sched_.num_workers();
+    // Batching (sleep_batching()) while a worker runs: it will take the completions when it
+    // runs out of work (and wakes us then), so holding them back costs it nothing. Shorter
+    // while another worker is parked, which could have taken them at once.
+    static const std::int64_t win = getenv("WIN") ? atoll(getenv("WIN")) * 1000 : kBatchWindowNs;
+    static const std::int64_t pwin = getenv("PWIN") ? atoll(getenv("PWIN")) * 1000 : kPartialBatchWindowNs;
+    static const bool nobatch = getenv("NOBATCH") != nullptr;
+    const bool batch = unparked > 0 && !nobatch;
     const std::int64_t now = now_ns();
-    std::int64_t bound = batch ? kBatchWindowNs : unparked > 0 ? kUnflushedBoundNs : -1;
+    std::int64_t bound =
+        batch ? (unparked == sched_.num_workers() ? win : pwin) : unparked > 0 ? kUnflushedBoundNs : -1;
     const std::int64_t timer = earliest_timer();
     if (timer != TimerQueue::kNone) {
         if (timer <= now) {
@@ -599,7 +609,7 @@ void Reactor::sleep_in_kernel() {
     const std::int64_t wake_at = bound < 0 ? TimerQueue::kNone : now + bound;
     wake_at_.store(wake_at, std::memory_order_seq_cst);
     if (inbox_.load(std::memory_order_seq_cst) != nullptr || earliest_timer() < wake_at ||
-        (batch && sched_.idle().num_unparked() != sched_.num_workers())) {
+        (batch && sched_.idle().num_unparked() == 0)) {
         sleeping_.store(kAwake, std::memory_order_relaxed);
         wake_at_.store(kAwakeAt, std::memory_order_relaxed);
         io_uring_submit_and_get_events(&ring_);

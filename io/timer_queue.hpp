@@ -1,23 +1,21 @@
-// io/timer_queue.hpp: one worker's pending timers, an intrusive pairing heap on the deadline
-// under a spin lock. See eddy/io/detail/timer.hpp for the entry's protocol.
+// io/timer_queue.hpp: one worker's pending timers: a TimerWheel (timer_wheel.hpp) under a
+// spin lock. See eddy/io/detail/timer.hpp for the entry's protocol.
 //
-// # Why a pairing heap per worker
+// # Why per worker
 // The common timer is armed and disarmed before it fires (a per-read deadline, a sleep that
-// loses a when_any). A pairing heap inserts in O(1) (one comparison with the root) and
-// unlinks a node that never became the root in O(1) too (a fresh node has no children);
-// only taking the root costs a merge of its children, O(log n) amortized. Deadlines stay
-// exact (a wheel would round them to its tick). Per worker, so the lock is the arming
+// loses a when_any): both happen on the worker that runs the task, so the lock is that
 // worker's own unless a timer is disarmed or cancelled elsewhere, or the reactor fires.
 //
-// # The earliest deadline and the reactor's sleep
-// earliest_ is the root's deadline (INT64_MAX when empty), stored under the lock whenever
-// the root changes. The reactor sleeps until the smallest earliest_ of all queues. An arm
-// that makes its entry the root publishes the new deadline (seq_cst), then reads how long
+// # The earliest wake-up and the reactor's sleep
+// earliest_ is when this queue next needs the reactor (TimerWheel::next_wake(); kNone when
+// empty): a lower bound, lowered under the lock by an arm that needs the reactor sooner, and
+// recomputed by the reactor after it fires. The reactor sleeps until the smallest earliest_
+// of all queues. An arm that lowers it publishes the new value (seq_cst), then reads how long
 // the reactor means to sleep (Reactor::wake_at_, seq_cst) and wakes it if that is too long;
 // the reactor publishes wake_at_ (seq_cst), then reads every earliest_ once more. So either
 // the reactor sees the new deadline or the arming worker sees that it must wake it (a
-// store-buffering pair on seq_cst operations). A root that goes away only makes the
-// reactor wake early, which it handles by looking again.
+// store-buffering pair on seq_cst operations). A disarm leaves earliest_ alone: the reactor
+// may wake early for nothing, which it handles by looking again.
 #pragma once
 
 #include "runtime/private.hpp"
@@ -25,7 +23,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
+
+#include "io/timer_wheel.hpp"
 
 #include <eddy/io/detail/timer.hpp>
 #include <eddy/runtime/detail/spin_lock.hpp>
@@ -36,9 +35,10 @@ class Reactor;
 
 class TimerQueue {
 public:
-    static constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
+    static constexpr std::int64_t kNone = TimerWheel::kNone;
+    static constexpr std::size_t kPopBatch = 64;
 
-    explicit TimerQueue(Reactor& reactor) noexcept : reactor_(reactor) {}
+    TimerQueue(Reactor& reactor, std::int64_t now_ns) noexcept : reactor_(reactor), wheel_(now_ns) {}
     TimerQueue(const TimerQueue&) = delete;
     TimerQueue& operator=(const TimerQueue&) = delete;
 
@@ -54,18 +54,22 @@ public:
     /// Reactor thread: takes every entry due at `now_ns` (marking it kFired) and calls
     /// f(entry) for each, under the lock: f copies what it needs (the entry's awaiter may
     /// go away once the lock is released, for kStop) and must not take the lock again.
+    /// In rounds of kPopBatch, so that a worker arming a timer here never waits long behind
+    /// a reactor firing thousands.
     template <class F>
     void pop_expired(std::int64_t now_ns, F&& f) {
-        lock_.lock();
-        while (root_ != nullptr && root_->deadline_ns <= now_ns) {
-            TimerEntry* e = root_;
-            remove(e);
-            e->state = TimerEntry::State::kFired;
-            size_.store(size_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-            f(*e);
+        for (bool more = true; more;) {
+            lock_.lock();
+            const std::size_t n = wheel_.pop_expired(now_ns, kPopBatch, [&f](TimerEntry& e) {
+                e.state = TimerEntry::State::kFired;
+                f(e);
+            });
+            more = n == kPopBatch;
+            size_.store(size_.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
+            // Later, if anything changed: no wake-up needed, a relaxed store.
+            earliest_.store(wheel_.next_wake(), std::memory_order_relaxed);
+            lock_.unlock();
         }
-        publish_earliest(std::memory_order_relaxed);  // later, if anything: no wake needed
-        lock_.unlock();
     }
 
     /// Shutdown (every worker joined): forgets every queued entry, marking it kCancelled so
@@ -74,17 +78,9 @@ public:
     void clear() noexcept;
 
 private:
-    void insert(TimerEntry* e) noexcept;
-    void remove(TimerEntry* e) noexcept;
-    static TimerEntry* meld(TimerEntry* a, TimerEntry* b) noexcept;
-    static TimerEntry* merge_pairs(TimerEntry* first) noexcept;
-    void publish_earliest(std::memory_order order) noexcept {
-        earliest_.store(root_ != nullptr ? root_->deadline_ns : kNone, order);
-    }
-
     Reactor& reactor_;
     SpinLock lock_;
-    TimerEntry* root_ = nullptr;  // guarded by lock_
+    TimerWheel wheel_;  // guarded by lock_
     std::atomic<std::int64_t> earliest_{kNone};
     std::atomic<std::size_t> size_{0};  // written under lock_, read anywhere (relaxed)
 };

@@ -29,8 +29,8 @@ public:
     virtual void flush() noexcept = 0;
     /// Worker thread: the caller found no work and is about to spin for some (`parked`
     /// false) or has just parked (true). A driver that holds completions back to hand them
-    /// over in batches must stop waiting.
-    virtual void worker_out_of_work(bool parked) noexcept = 0;
+    /// over in batches must stop waiting. True when it will hand some over now.
+    virtual bool worker_out_of_work(bool parked) noexcept = 0;
     /// Called once, with every worker joined: cancels what is in flight, waits for the
     /// kernel to let go of every buffer, and stops the driver's thread. Resumes nothing.
     virtual void shutdown() noexcept = 0;

@@ -62,9 +62,7 @@ public:
         if (driver_) driver_->flush();
     }
     /// Worker thread that found no work: see Driver::worker_out_of_work.
-    void driver_out_of_work(bool parked) noexcept {
-        if (driver_) driver_->worker_out_of_work(parked);
-    }
+    bool driver_out_of_work(bool parked) noexcept { return driver_ && driver_->worker_out_of_work(parked); }
     /// See the protocol above. Idempotent; WrongThread from one of this runtime's workers.
     void shutdown();
 
@@ -95,6 +93,8 @@ public:
                                                std::coroutine_handle<> self) noexcept;
 
     bool stopping() const noexcept { return stopping_.load(std::memory_order_relaxed); }
+    /// Tasks spawned from outside the runtime so far (relaxed: a hint for spinning workers).
+    std::uint64_t external_spawns() const noexcept { return external_spawned_.load(std::memory_order_relaxed); }
     std::size_t num_workers() const noexcept { return workers_.size(); }
     Worker& worker(std::size_t i) noexcept { return *workers_[i]; }
     InjectQueue& inject() noexcept { return inject_; }

@@ -39,8 +39,8 @@ void Worker::run() {
         if (task == nullptr) {
             // A driver that holds completions back while every worker runs must hand them
             // over now, while this worker spins for work (Driver::worker_out_of_work).
-            sched_.driver_out_of_work(false);
-            task = spin_for_work();
+            const bool delivery_due = sched_.driver_out_of_work(false);
+            task = spin_for_work(delivery_due);
         }
         if (task == nullptr) {
             park();
@@ -126,10 +126,20 @@ void* Worker::steal_work() {
     return nullptr;
 }
 
-void* Worker::spin_for_work() {
+void* Worker::spin_for_work(bool delivery_due) {
     // Only a searcher spins: a worker refused the searching role (enough searchers already)
-    // parks at once, and those searchers will find whatever arrives.
-    for (int round = 0; searching_ && round < kSpinRounds && !sched_.stopping(); ++round) {
+    // parks at once, and those searchers will find whatever arrives. And only while work may
+    // come soon: from another running worker (a spawn, a wake-up to steal), or from the I/O
+    // driver that this worker just asked for completions it had pending. Otherwise spinning
+    // only burns a core that a busy neighbour (another process, the reactor) could use.
+    // A spawn from outside the runtime since our last look also counts (spawn_remote: the
+    // next one is usually microseconds away).
+    const std::uint64_t external = sched_.external_spawns();
+    const bool external_active = external != seen_external_spawns_;
+    seen_external_spawns_ = external;
+    int rounds = kSpinRounds;
+    if (sched_.idle().num_unparked() <= 1 && !external_active) rounds = delivery_due ? kSpinRoundsForDriver : 0;
+    for (int round = 0; searching_ && round < rounds && !sched_.stopping(); ++round) {
         for (int i = 0; i < kPausesPerRound; ++i) cpu_relax();
         if (void* task = steal_work()) return task;
     }

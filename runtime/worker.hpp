@@ -67,6 +67,9 @@ inline constexpr std::uint32_t kDriverFlushInterval = 16;
 /// wake-ups). A guess tuned on the spawn_many/chained_spawn benchmarks; retune with data.
 inline constexpr int kSpinRounds = 16;
 inline constexpr int kPausesPerRound = 64;
+/// Rounds a worker alone in running spins after asking the I/O driver for the completions it
+/// holds (Driver::worker_out_of_work): the driver hands them over within microseconds.
+inline constexpr int kSpinRoundsForDriver = 4;
 
 /// At most this many tasks are moved from the global queue per visit: enough to amortize the
 /// queue's cost, few enough to leave work for the other workers. A guess; retune with data.
@@ -119,7 +122,7 @@ public:
 private:
     void* next_task();
     void* steal_work();
-    void* spin_for_work();
+    void* spin_for_work(bool delivery_due);
     void park();
     void leave_searching() noexcept;
     bool pop_global_batch(void*& out);
@@ -141,6 +144,7 @@ private:
     const std::uint32_t global_queue_interval_;
     std::uint32_t global_countdown_;
     bool searching_ = false;
+    std::uint64_t seen_external_spawns_ = 0;  // Scheduler::external_spawns() at the last spin
     bool driver_pending_ = false;  // see note_driver_work()
     std::uint64_t rng_;
     WorkerStats stats_;

@@ -2,8 +2,8 @@
 // users: no stability promise.
 //
 // # Where timers live
-// Each worker has a timer queue of its own (io/timer_queue.hpp: an intrusive pairing heap
-// under a spin lock, owned by the reactor). A timer is armed on the queue of the worker
+// Each worker has a timer queue of its own (io/timer_queue.hpp: a timing wheel in front of a
+// heap, io/timer_wheel.hpp, under a spin lock, owned by the reactor). A timer is armed on the queue of the worker
 // that arms it: taking that worker's lock is uncontended in the common case, and a timer
 // that is disarmed before it fires (a sleep cancelled by when_any, a per-read with_timeout
 // that did not expire) costs an insert and an unlink there, with no trip to the reactor.
@@ -42,8 +42,10 @@ struct TimerEntry {
     std::int32_t result = 0;  // kResume: 0 when it fired, -ECANCELED when cancelled
     State state = State::kIdle;
     Action action = Action::kResume;
-    // The pairing heap's links (guarded by the queue's lock): first child, next sibling, and
-    // the previous sibling or, for a first child, the parent.
+    // Where it is queued (guarded by the queue's lock; io/timer_wheel.hpp): a wheel level and
+    // slot, or the heap of due timers; and the links of the slot's list or of the heap.
+    std::uint8_t level = 0;
+    std::uint8_t slot = 0;
     TimerEntry* child = nullptr;
     TimerEntry* next = nullptr;
     TimerEntry* prev = nullptr;

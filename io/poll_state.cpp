@@ -10,23 +10,15 @@
 #include <mutex>
 
 namespace eddy::detail {
-namespace {
-
-PollState::Dir dir_of(SocketAwaiter::Op op) noexcept {
-    return op == SocketAwaiter::Op::kSend ? PollState::kWrite : PollState::kRead;
-}
-
-/// What an operation gives once its socket was closed by close() (see SocketIo::close).
-std::int64_t closed_result(SocketAwaiter::Op op) noexcept {
+std::int64_t PollState::closed_result(SocketAwaiter::Op op) noexcept {
     switch (op) {
     case SocketAwaiter::Op::kRecv: return 0;  // end of stream, as a read racing close() would see
-    case SocketAwaiter::Op::kSend: return -EPIPE;
+    case SocketAwaiter::Op::kSend:
+    case SocketAwaiter::Op::kSendAll: return -EPIPE;
     case SocketAwaiter::Op::kAccept: return -EINVAL;  // what accept(2) says after shutdown
     }
     return -EBADF;
 }
-
-} // namespace
 
 PollState::PollState(int fd, Reactor& reactor, Scheduler& sched) noexcept
     : fd_(fd), reactor_(&reactor), sched_(&sched) {}
@@ -121,6 +113,7 @@ void PollState::close() noexcept {
     SocketAwaiter* woken = nullptr;
     lock_.lock();
     closed_ = true;
+    closed_flag_.store(true, std::memory_order_release);  // pairs with closed()
     take(kRead, woken);
     take(kWrite, woken);
     const bool cancel = arm_ != Arm::kIdle;

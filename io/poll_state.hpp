@@ -96,6 +96,15 @@ public:
 
     int fd() const noexcept { return fd_; }
     Reactor& reactor() const noexcept { return *reactor_; }
+    /// close() has run: a retry gives the closed result without touching the socket.
+    /// Acquire: pairs with close()'s release store.
+    bool closed() const noexcept { return closed_flag_.load(std::memory_order_acquire); }
+    /// The direction an operation waits for.
+    static Dir dir_of(SocketAwaiter::Op op) noexcept {
+        return op == SocketAwaiter::Op::kSend || op == SocketAwaiter::Op::kSendAll ? kWrite : kRead;
+    }
+    /// What an operation gives once its socket was closed by close() (see SocketIo::close).
+    static std::int64_t closed_result(SocketAwaiter::Op op) noexcept;
 
     // Reactor thread only.
     bool in_kernel = false;
@@ -122,6 +131,7 @@ private:
     SocketAwaiter* tail_[2] = {nullptr, nullptr};  // guarded by lock_
     Arm arm_ = Arm::kIdle;                         // guarded by lock_
     bool closed_ = false;                          // guarded by lock_
+    std::atomic<bool> closed_flag_{false};         // the same, for retries that do not lock
 };
 
 } // namespace eddy::detail

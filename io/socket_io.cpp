@@ -13,14 +13,6 @@
 #include <eddy/io/detail/operation.hpp>
 
 namespace eddy::detail {
-namespace {
-
-PollState::Dir dir_of(SocketAwaiter::Op op) noexcept {
-    return op == SocketAwaiter::Op::kSend ? PollState::kWrite : PollState::kRead;
-}
-
-} // namespace
-
 void SocketIo::close() {
     if (fd_ < 0) return;
     // SHUT_RD first: it ends a read or accept that waits in another task (it returns 0 or
@@ -50,7 +42,7 @@ bool SocketAwaiter::attempt() noexcept {
     // socket object was closed meanwhile.
     const int fd = state_ != nullptr ? state_->fd() : io_->fd_;
     ssize_t n;
-    do {
+    for (;;) {
         switch (op_) {
         case Op::kRecv:
             n = ::recv(fd, buf_, len_, MSG_DONTWAIT);
@@ -58,11 +50,17 @@ bool SocketAwaiter::attempt() noexcept {
         case Op::kSend:
             n = ::send(fd, buf_, len_, MSG_DONTWAIT | MSG_NOSIGNAL);
             break;
+        case Op::kSendAll:
+            n = len_ == done_ ? 0 : ::send(fd, static_cast<std::byte*>(buf_) + done_, len_ - done_, MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (n >= 0 && (done_ += static_cast<std::size_t>(n)) < len_) continue;  // more to send
+            if (n >= 0) n = static_cast<ssize_t>(len_);
+            break;
         default:
             n = ::accept4(fd, static_cast<sockaddr*>(buf_), addrlen_, SOCK_CLOEXEC);
             break;
         }
-    } while (n < 0 && errno == EINTR);
+        if (n >= 0 || errno != EINTR) break;
+    }
     if (n >= 0) {
         result_ = n;
         return true;
@@ -77,7 +75,7 @@ bool SocketAwaiter::suspend(std::coroutine_handle<> h, const std::stop_token* ta
         result_ = -ECANCELED;
         return false;
     }
-    const PollState::Dir d = dir_of(op_);
+    const PollState::Dir d = PollState::dir_of(op_);
     PollState* s = io_->state_;
     std::uint32_t seen;
     if (s != nullptr) {
@@ -85,8 +83,7 @@ bool SocketAwaiter::suspend(std::coroutine_handle<> h, const std::stop_token* ta
         if ((seen & PollState::kReady) != 0 && attempt()) {
             // A short read (or write) very probably emptied (filled) the socket buffer: the
             // next operation waits for an event instead of trying in vain.
-            if (result_ >= 0 && op_ != Op::kAccept && static_cast<std::size_t>(result_) < len_)
-                s->clear_ready(d, seen);
+            if (short_transfer()) s->clear_ready(d, seen);
             return false;
         }
     } else {
@@ -121,11 +118,16 @@ bool SocketAwaiter::suspend(std::coroutine_handle<> h, const std::stop_token* ta
 
 bool SocketAwaiter::settle_or_wait() noexcept {
     PollState& s = *state_;
-    const PollState::Dir d = dir_of(op_);
+    const PollState::Dir d = PollState::dir_of(op_);
+    // Closed meanwhile by another task: what close() promises, whatever the socket says.
+    if (s.closed()) {
+        result_ = PollState::closed_result(op_);
+        return true;
+    }
     for (;;) {
         const std::uint32_t seen = s.word(d);
         if ((seen & PollState::kReady) != 0 && attempt()) {
-            if (result_ >= 0 && op_ != Op::kAccept && static_cast<std::size_t>(result_) < len_) s.clear_ready(d, seen);
+            if (short_transfer()) s.clear_ready(d, seen);
             return true;
         }
         switch (s.queue(this, d, seen)) {

@@ -35,10 +35,6 @@ Task<void> TcpStream::read_exact(std::span<std::byte> buf) {
     }
 }
 
-Task<void> TcpStream::write_all(std::span<const std::byte> data) {
-    while (!data.empty()) data = data.subspan(co_await write(data));
-}
-
 void TcpStream::close() { io_.close(); }
 
 void TcpStream::shutdown(Shutdown how) {

@@ -187,7 +187,7 @@ Task<AfterClose> use_after_close(TcpListener& listener) {
     std::array<std::byte, 8> buf;
     r.read = co_await error_of(read_some(c.client, buf));
     r.write = co_await error_of(write_some(c.client, bytes("x")));
-    r.write_all = co_await error_of(c.client.write_all("xyz"));
+    r.write_all = co_await error_of([](TcpStream& s) -> Task<void> { co_await s.write_all("xyz"); }(c.client));
     listener.close();
     r.accept = co_await error_of(listener.accept());
     co_return r;

@@ -45,9 +45,15 @@ public:
         return detail::SocketAwaiter(io_, detail::SocketAwaiter::Op::kSend, const_cast<std::byte*>(data.data()),
                                      data.size(), "eddy::net::TcpStream::write", std::move(token));
     }
-    /// Writes all of `data`.
-    Task<void> write_all(std::span<const std::byte> data);
-    Task<void> write_all(std::string_view text) { return write_all(std::as_bytes(std::span(text))); }
+    /// Writes all of `data` (waiting whenever the socket buffer is full); gives its size.
+    /// An awaiter, not a Task: no coroutine frame per call.
+    [[nodiscard]] detail::SocketAwaiter write_all(std::span<const std::byte> data, std::stop_token token = {}) noexcept {
+        return detail::SocketAwaiter(io_, detail::SocketAwaiter::Op::kSendAll, const_cast<std::byte*>(data.data()),
+                                     data.size(), "eddy::net::TcpStream::write_all", std::move(token));
+    }
+    [[nodiscard]] detail::SocketAwaiter write_all(std::string_view text, std::stop_token token = {}) noexcept {
+        return write_all(std::as_bytes(std::span(text)), std::move(token));
+    }
 
     enum class Shutdown { kRead = 0, kWrite = 1, kBoth = 2 };
     /// Shuts down one or both directions (shutdown(2)): after kWrite the peer reads 0.

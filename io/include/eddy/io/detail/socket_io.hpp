@@ -90,9 +90,12 @@ private:
 /// eddy::OperationCancelled. Meant to be awaited as the temporary it is returned as.
 class SocketAwaiter : private Runnable {
 public:
-    enum class Op : std::uint8_t { kRecv, kSend, kAccept };
+    /// kSendAll sends until all `len` bytes are out (waiting whenever the socket is full),
+    /// and gives `len`; the others give what one call did.
+    enum class Op : std::uint8_t { kRecv, kSend, kSendAll, kAccept };
 
-    /// kRecv/kSend: `buf`, `len`. kAccept: `buf` a sockaddr* (or null), `addrlen` its length.
+    /// kRecv/kSend/kSendAll: `buf`, `len`. kAccept: `buf` a sockaddr* (or null), `addrlen`
+    /// its length.
     SocketAwaiter(SocketIo& io, Op op, void* buf, std::size_t len, const char* what, std::stop_token token = {},
                   socklen_t* addrlen = nullptr) noexcept
         : Runnable{&SocketAwaiter::retry}, io_(&io), buf_(buf), len_(len), addrlen_(addrlen), what_(what), op_(op), token_(std::move(token)) {}
@@ -125,11 +128,16 @@ private:
     /// false: queued, and the caller must touch nothing of this awaiter any more.
     bool settle_or_wait() noexcept;
     static void retry(Runnable* r) noexcept;
+    /// A read or a write that moved less than asked (kSendAll never settles short).
+    bool short_transfer() const noexcept {
+        return result_ >= 0 && (op_ == Op::kRecv || op_ == Op::kSend) && static_cast<std::size_t>(result_) < len_;
+    }
     void finish() noexcept;  // leaves the PollState (destructor), closes an unclaimed accept
 
     SocketIo* io_;
     void* buf_;
     std::size_t len_;
+    std::size_t done_ = 0;  // kSendAll: bytes sent so far
     socklen_t* addrlen_;
     const char* what_;
     PollState* state_ = nullptr;  // set by the first wait: holds a reference

@@ -23,7 +23,9 @@ std::int64_t PollState::closed_result(SocketAwaiter::Op op) noexcept {
 PollState::PollState(int fd, Reactor& reactor, Scheduler& sched) noexcept
     : fd_(fd), reactor_(&reactor), sched_(&sched) {}
 
-PollState::~PollState() { ::close(fd_); }
+PollState::~PollState() {
+    if (fd_ >= 0) ::close(fd_);
+}
 
 void PollState::release() noexcept {
     // Acq_rel: release publishes this holder's writes; the last holder acquires them all

@@ -55,6 +55,13 @@ public:
     PollState(const PollState&) = delete;
     PollState& operator=(const PollState&) = delete;
 
+    /// Frees a state that was never shared (it lost the race to be installed), leaving the
+    /// descriptor open.
+    static void discard(PollState* s) noexcept {
+        s->fd_ = -1;
+        delete s;
+    }
+
     void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }  // a holder exists already
     /// Drops a reference; the last one closes the descriptor and frees the state.
     void release() noexcept;
@@ -119,7 +126,7 @@ private:
     void link(SocketAwaiter* w, Dir d) noexcept;
     void unlink(SocketAwaiter* w, Dir d) noexcept;
 
-    const int fd_;
+    int fd_;  // -1 only in discard()
     Reactor* reactor_;
     Scheduler* sched_;
     // Acquire loads by awaiters; stores and RMWs under lock_ or by CAS (see above).

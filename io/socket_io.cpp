@@ -19,7 +19,7 @@ void SocketIo::close() {
     // fails with EINVAL) without sending anything, so close(2) still decides what the peer
     // sees (FIN, or RST with SO_LINGER 0). ENOTCONN for a socket never connected: ignored.
     ::shutdown(fd_, SHUT_RD);
-    if (PollState* s = std::exchange(state_, nullptr)) {
+    if (PollState* s = state_.exchange(nullptr, std::memory_order_acq_rel)) {
         fd_ = -1;
         s->close();  // closes the descriptor once the reactor and every retry let go
         return;
@@ -28,7 +28,7 @@ void SocketIo::close() {
 }
 
 void SocketIo::release() noexcept {
-    if (PollState* s = std::exchange(state_, nullptr)) {
+    if (PollState* s = state_.exchange(nullptr, std::memory_order_acq_rel)) {
         fd_ = -1;
         s->close();
     } else if (fd_ >= 0) {
@@ -76,8 +76,9 @@ bool SocketAwaiter::suspend(std::coroutine_handle<> h, const std::stop_token* ta
         return false;
     }
     const PollState::Dir d = PollState::dir_of(op_);
-    PollState* s = io_->state_;
-    std::uint32_t seen;
+    PollState* s = io_->state_.load(std::memory_order_acquire);
+    std::uint32_t seen = 0;
+    bool try_again = false;  // our attempt came before the state we use: try under its protocol
     if (s != nullptr) {
         seen = s->word(d);
         if ((seen & PollState::kReady) != 0 && attempt()) {
@@ -94,9 +95,16 @@ bool SocketAwaiter::suspend(std::coroutine_handle<> h, const std::stop_token* ta
             return false;
         }
         Reactor& reactor = current_reactor(what_);
-        s = new PollState(io_->fd_, reactor, reactor.scheduler());
-        io_->state_ = s;
-        seen = s->word(d);
+        auto* fresh = new PollState(io_->fd_, reactor, reactor.scheduler());
+        PollState* expected = nullptr;
+        if (io_->state_.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel)) {
+            s = fresh;
+            seen = s->word(d);  // new: the arm's first look at the socket covers our attempt
+        } else {
+            PollState::discard(fresh);  // another task installed one first: use that
+            s = expected;
+            try_again = true;  // an event it saw before we read its word must not be lost
+        }
     }
     frame_ = h;
     state_ = s;
@@ -105,6 +113,7 @@ bool SocketAwaiter::suspend(std::coroutine_handle<> h, const std::stop_token* ta
     // not queue (PollState::queue checks under its lock). A callback may run right here.
     if (token_.stop_possible()) own_cancel_.emplace(token_, CancelWait{this});
     if (task != nullptr && task->stop_possible()) task_cancel_.emplace(*task, CancelWait{this});
+    if (try_again) return !settle_or_wait();
     switch (s->queue(this, d, seen)) {
     case PollState::Queue::kQueued:
         return true;  // the last touch: see settle_or_wait()

@@ -33,6 +33,7 @@
 
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cerrno>
 #include <coroutine>
 #include <cstddef>
@@ -57,12 +58,12 @@ public:
     SocketIo() noexcept = default;
     explicit SocketIo(io::FileDescriptor fd) noexcept : fd_(fd.release()) {}
     SocketIo(SocketIo&& other) noexcept
-        : fd_(std::exchange(other.fd_, -1)), state_(std::exchange(other.state_, nullptr)) {}
+        : fd_(std::exchange(other.fd_, -1)), state_(other.state_.exchange(nullptr, std::memory_order_acq_rel)) {}
     SocketIo& operator=(SocketIo&& other) noexcept {
         if (this != &other) {
             release();
             fd_ = std::exchange(other.fd_, -1);
-            state_ = std::exchange(other.state_, nullptr);
+            state_.store(other.state_.exchange(nullptr, std::memory_order_acq_rel), std::memory_order_release);
         }
         return *this;
     }
@@ -82,7 +83,11 @@ private:
     friend class SocketAwaiter;
     void release() noexcept;  // close, ignoring errors
     int fd_ = -1;
-    PollState* state_ = nullptr;
+    // Installed by the first operation that has to wait, with a CAS: two tasks whose first
+    // operations on the socket wait at the same moment (two accepts, a read and a write)
+    // must share one state and one poll. Release on install, acquire on load: the state's
+    // construction is published with it.
+    std::atomic<PollState*> state_{nullptr};
 };
 
 /// The awaiter of one socket operation. `co_await` gives the count (recv, send) or the new

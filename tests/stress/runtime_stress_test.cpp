@@ -41,14 +41,6 @@
 #include <variant>
 #include <vector>
 
-#if defined(__SANITIZE_THREAD__)
-#define EDDY_STRESS_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define EDDY_STRESS_TSAN 1
-#endif
-#endif
-
 using eddy::JoinHandle;
 using eddy::Task;
 using eddy::test::Counted;

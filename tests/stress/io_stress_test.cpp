@@ -108,7 +108,7 @@ namespace {
 // the 2-core machine: about 16 s for the whole file in the TSan build, 15 s with ASan+UBSan,
 // 13 s in a release build (which does more work per round: case 2 runs for a fixed time per
 // round, the others for a fixed amount of work).
-#ifdef EDDY_STRESS_TSAN
+#ifdef EDDY_TEST_TSAN
 constexpr int kEchoRounds = 9;
 constexpr int kCancelRounds = 9;
 constexpr int kTimerRounds = 9;

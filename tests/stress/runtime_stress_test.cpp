@@ -50,7 +50,7 @@ namespace {
 
 // Sizes: the whole file stays well within a minute in a TSan build on 2 cores (measured:
 // about 4 s there, and about 2 s in a release build).
-#ifdef EDDY_STRESS_TSAN
+#ifdef EDDY_TEST_TSAN
 constexpr int kRounds = 8;
 constexpr int kTreeDepth = 12;           // 8191 spawned tasks and 4096 detached ones
 constexpr int kExternalPerThread = 5000;  // per outside thread

@@ -52,7 +52,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-#ifdef EDDY_STRESS_TSAN
+#ifdef EDDY_TEST_TSAN
 constexpr int kRounds = 10;
 constexpr int kSessions = 250;
 constexpr int kPipes = 4;

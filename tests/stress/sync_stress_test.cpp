@@ -31,7 +31,7 @@ using eddy::Task;
 
 namespace {
 
-#ifdef EDDY_STRESS_TSAN
+#ifdef EDDY_TEST_TSAN
 constexpr int kRounds = 3;
 constexpr std::uint64_t kPerProducer = 500;
 #else

@@ -41,7 +41,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-#ifdef EDDY_STRESS_TSAN
+#ifdef EDDY_TEST_TSAN
 constexpr int kRounds = 2;
 #else
 constexpr int kRounds = 4;

@@ -15,15 +15,7 @@
 #include <string>
 #include <vector>
 
-// EDDY_STRESS_TSAN: defined in a ThreadSanitizer build (g++ or clang), where the stress tests
-// do less work per round (TSan makes every atomic and every lock several times slower).
-#if defined(__SANITIZE_THREAD__)
-#define EDDY_STRESS_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define EDDY_STRESS_TSAN 1
-#endif
-#endif
+#include "tests/support/tsan.hpp"
 
 namespace eddy::test {
 

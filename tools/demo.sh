@@ -46,7 +46,8 @@ exec 3>&-
 tail -n +2 "$svc_out"
 rm -f "$svc_out"
 
-# The Tokio anchor needs cargo >= 1.65 (it uses let-else); Debian 12's own cargo is 1.63.
+# The Tokio anchor needs cargo >= 1.65 (it uses let-else): Debian 12's own (installed above) is
+# 1.65; a newer one first on PATH (rustup) works too.
 anchors=../shared/anchors/tokio-bench
 if [[ -d "$anchors" ]] && command -v cargo >/dev/null; then
     cargo_minor=$(cargo --version | sed -E 's/^cargo 1\.([0-9]+).*/\1/')

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # tools/install-deps.sh [--anchors]: installs the Debian 12 packages eddy needs, only the
 # missing ones. --anchors adds what the benchmark anchors of ../shared/anchors need: Debian's
-# Tokio crate sources (Tokio anchor) and standalone Asio (Asio anchor; loadgen needs only g++).
+# cargo and Tokio crate sources (Tokio anchor, built offline) and standalone Asio (Asio
+# anchor; loadgen needs only g++).
 set -euo pipefail
 pkgs=(g++ clang libclang-rt-14-dev meson ninja-build pkg-config
       liburing-dev libconcurrentqueue-dev doctest-dev python3)
-if [[ "${1:-}" == --anchors ]]; then pkgs+=(librust-tokio-dev libasio-dev make); fi
+if [[ "${1:-}" == --anchors ]]; then pkgs+=(cargo librust-tokio-dev libasio-dev make); fi
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -581,13 +581,10 @@ void Reactor::sleep_in_kernel() {
     // Batching (sleep_batching()) while a worker runs: it will take the completions when it
     // runs out of work (and wakes us then), so holding them back costs it nothing. Shorter
     // while another worker is parked, which could have taken them at once.
-    static const std::int64_t win = getenv("WIN") ? atoll(getenv("WIN")) * 1000 : kBatchWindowNs;
-    static const std::int64_t pwin = getenv("PWIN") ? atoll(getenv("PWIN")) * 1000 : kPartialBatchWindowNs;
-    static const bool nobatch = getenv("NOBATCH") != nullptr;
-    const bool batch = unparked > 0 && !nobatch;
+    const bool batch = unparked > 0;
     const std::int64_t now = now_ns();
     std::int64_t bound =
-        batch ? (unparked == sched_.num_workers() ? win : pwin) : unparked > 0 ? kUnflushedBoundNs : -1;
+        batch ? (unparked == sched_.num_workers() ? kBatchWindowNs : kPartialBatchWindowNs) : unparked > 0 ? kUnflushedBoundNs : -1;
     const std::int64_t timer = earliest_timer();
     if (timer != TimerQueue::kNone) {
         if (timer <= now) {

@@ -19,10 +19,11 @@ std::string RuntimeMetrics::to_string() const {
         std::snprintf(line, sizeof line,
                       "worker %zu: polled=%" PRIu64 " spawned=%" PRIu64 " completed=%" PRIu64 " steal_attempts=%" PRIu64
                       " steals=%" PRIu64 " stolen=%" PRIu64 " global_takes=%" PRIu64 " parks=%" PRIu64
-                      " unparks=%" PRIu64 " overflows=%" PRIu64 " overflowed=%" PRIu64 " queue_depth=%zu\n",
+                      " unparks=%" PRIu64 " overflows=%" PRIu64 " overflowed=%" PRIu64 " budget_yields=%" PRIu64
+                      " slow_polls=%" PRIu64 " queue_depth=%zu\n",
                       i, w.tasks_polled, w.tasks_spawned, w.tasks_completed, w.steal_attempts, w.steals,
                       w.tasks_stolen, w.global_queue_takes, w.parks, w.unparks, w.overflows, w.tasks_overflowed,
-                      w.local_queue_depth);
+                      w.budget_yields, w.slow_polls, w.local_queue_depth);
         out += line;
     }
     std::snprintf(line, sizeof line,

@@ -122,6 +122,7 @@ Scheduler::Scheduler(std::size_t workers, RuntimeConfig config)
     : config_(std::move(config)), id_(g_next_id.fetch_add(1, std::memory_order_relaxed)), idle_(workers) {
     workers_.reserve(workers);
     for (std::size_t i = 0; i < workers; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
+    watchdog_ = std::make_unique<Watchdog>(*this);
     std::lock_guard lock(g_live_mutex);
     g_live.emplace(id_, this);
 }
@@ -266,6 +267,7 @@ RuntimeMetrics Scheduler::metrics() const {
     // be seen without its spawn, so the difference is clamped at zero.
     std::uint64_t completed = foreign_completed_.load(std::memory_order_relaxed);
     for (const auto& w : workers_) m.workers.push_back(w->metrics());
+    for (std::size_t i = 0; i < m.workers.size(); ++i) m.workers[i].slow_polls = watchdog_->slow_polls(i);
     for (const WorkerMetrics& w : m.workers) completed += w.tasks_completed;
     const std::uint64_t destroyed = destroyed_.load(std::memory_order_relaxed);
     m.tasks_spawned = external_spawned_.load(std::memory_order_relaxed) + m.total(&WorkerMetrics::tasks_spawned);

@@ -23,6 +23,7 @@
 #include "runtime/idle.hpp"
 #include "runtime/inject_queue.hpp"
 #include "runtime/task_registry.hpp"
+#include "runtime/watchdog.hpp"
 #include "runtime/worker.hpp"
 
 #include <pthread.h>
@@ -100,6 +101,8 @@ public:
     InjectQueue& inject() noexcept { return inject_; }
     Idle& idle() noexcept { return idle_; }
     TaskRegistry& registry() noexcept { return registry_; }
+    /// The driver's thread calls its check() while workers run (watchdog.hpp).
+    Watchdog& watchdog() noexcept { return *watchdog_; }
 
 private:
     static constexpr std::uint64_t kClosed = std::uint64_t{1} << 63;
@@ -112,6 +115,7 @@ private:
     Idle idle_;
     TaskRegistry registry_;
     std::vector<std::unique_ptr<Worker>> workers_;
+    std::unique_ptr<Watchdog> watchdog_;  // made after the workers
     std::unique_ptr<Driver> driver_;
     std::vector<pthread_t> threads_;  // the workers: started by start(), joined by shutdown()
     // Stop flag for the run loops. Relaxed is enough: it only asks a worker to leave; the

@@ -113,6 +113,9 @@ void validate_config(const RuntimeConfig& c) {
         reject_field("stack_size",
                      "0 (the system's default) or " + size_range(RuntimeConfig::kMinStackSize, RuntimeConfig::kMaxStackSize),
                      std::to_string(c.stack_size));
+    if (c.slow_poll_threshold.count() < 0 || c.slow_poll_threshold > RuntimeConfig::kMaxSlowPollThreshold)
+        reject_field("slow_poll_threshold", range(0, RuntimeConfig::kMaxSlowPollThreshold.count()) + " ms",
+                     std::to_string(c.slow_poll_threshold.count()) + " ms");
     if (c.unhandled_exception) {
         switch (*c.unhandled_exception) {
         case UnhandledExceptionPolicy::log:
@@ -172,6 +175,9 @@ RuntimeConfig RuntimeConfig::from_env(RuntimeConfig c) {
         c.stack_size = std::string_view(v) == "0" ? 0 : parse_size_env("EDDY_STACK_SIZE", v, kMinStackSize, kMaxStackSize);
     }
     if (const char* v = std::getenv("EDDY_UNHANDLED")) c.unhandled_exception = parse_policy_env("EDDY_UNHANDLED", v);
+    if (const char* v = std::getenv("EDDY_SLOW_POLL_MS"))
+        c.slow_poll_threshold = std::chrono::milliseconds(
+            parse_count_env("EDDY_SLOW_POLL_MS", v, 0, static_cast<std::uint64_t>(kMaxSlowPollThreshold.count())));
     return c;
 }
 

@@ -3,6 +3,7 @@
 
 #include "runtime/scheduler.hpp"
 
+#include <eddy/runtime/detail/coop_budget.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>
 
 #include <algorithm>
@@ -48,9 +49,13 @@ void Worker::run() {
         }
         if (searching_) leave_searching();
         stats_.polled.add();
+        t_coop_budget = kCoopBudget;  // every poll starts with a full budget
+        const std::uint64_t seq = poll_seq_.load(std::memory_order_relaxed);
+        poll_seq_.store(seq + 1, std::memory_order_relaxed);  // odd: polling
         // SAFETY: every queued item is a suspended coroutine frame, or a Runnable, that
         // nobody else will resume or run: whoever queued it handed that right over.
         run_queue_item(task);
+        poll_seq_.store(seq + 2, std::memory_order_relaxed);
     }
     t_worker = nullptr;
 }
@@ -62,11 +67,30 @@ void* Worker::next_task() {
         global_countdown_ = global_queue_interval_;
         if (sched_.inject().pop_bulk(consumer_, &task, 1) == 1) {
             stats_.global_takes.add();
+            lifo_runs_ = 0;
             return task;
         }
-        if (deque_.pop_top(task)) return task;
+        if (deque_.pop_top(task)) {
+            lifo_runs_ = 0;
+            return task;
+        }
     }
-    if (lifo_slot_ != nullptr) return std::exchange(lifo_slot_, nullptr);
+    // Relaxed first look, so that an empty slot costs no read-modify-write; acquire on the
+    // exchange pairs with the release of the one that filled it (schedule_next).
+    if (lifo_slot_.load(std::memory_order_relaxed) != nullptr) {
+        if (void* slot = lifo_slot_.exchange(nullptr, std::memory_order_acquire)) {
+            if (lifo_runs_ < kMaxLifoRuns) {
+                ++lifo_runs_;
+                return slot;
+            }
+            // Capped: the slot's task joins the deque and the oldest local task runs (the
+            // slot's own task, if it is the only one).
+            push_local(slot);
+            lifo_runs_ = 0;
+            if (deque_.pop_top(task)) return task;
+        }
+    }
+    lifo_runs_ = 0;
     if (deque_.pop(task)) return task;
     if (pop_global_batch(task)) return task;
     // A loop, not an `if`: thieves may steal every refilled task before our pop, and the
@@ -123,7 +147,25 @@ void* Worker::steal_work() {
     }
     void* task = nullptr;
     if (pop_global_batch(task)) return task;
+    // Last, the slot of a worker stuck in a long poll (marked by the watchdog).
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t victim = (start + i) % n;
+        if (victim == index_) continue;
+        if (void* slot = sched_.worker(victim).steal_slot()) {
+            stats_.steals.add();
+            stats_.stolen.add();
+            return slot;
+        }
+    }
     return nullptr;
+}
+
+void* Worker::steal_slot() noexcept {
+    const std::uint64_t seq = poll_seq_.load(std::memory_order_relaxed);
+    if ((seq & 1) == 0 || stale_seq_.load(std::memory_order_relaxed) != seq) return nullptr;
+    if (lifo_slot_.load(std::memory_order_relaxed) == nullptr) return nullptr;
+    // Acquire: pairs with the release of schedule_next's exchange, which published the task.
+    return lifo_slot_.exchange(nullptr, std::memory_order_acquire);
 }
 
 void* Worker::spin_for_work(bool delivery_due) {
@@ -198,6 +240,7 @@ WorkerMetrics Worker::metrics() const noexcept {
     m.unparks = stats_.unparks.get();
     m.overflows = stats_.overflows.get();
     m.tasks_overflowed = stats_.overflowed.get();
+    m.budget_yields = stats_.budget_yields.get();
     m.local_queue_depth = deque_.size();
     return m;
 }
@@ -206,7 +249,7 @@ void Worker::clear_queues() noexcept {
     void* task = nullptr;
     while (deque_.pop(task)) {
     }
-    lifo_slot_ = nullptr;
+    lifo_slot_.store(nullptr, std::memory_order_relaxed);
     deferred_.clear();
 }
 

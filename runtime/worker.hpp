@@ -22,8 +22,15 @@
 // suspends; the task it displaces goes to the bottom of the deque, where it can be stolen,
 // and only then is an idle worker woken. This is Tokio's LIFO slot: a chain of spawns or a
 // request/response pair stays on one warm core instead of bouncing between workers, and a
-// producer pays for a wake-up only when there is a second task to share. The cost, as in
-// Tokio: the slot's task waits while the current task runs without suspending.
+// producer pays for a wake-up only when there is a second task to share.
+// Two limits keep the slot from holding a task hostage (issue 11):
+//   * at most kMaxLifoRuns slot tasks run back to back; then the slot's task moves to the
+//     deque and the oldest local task runs instead (Tokio caps its slot at 3 per tick the
+//     same way), so a pair of tasks waking each other cannot starve the rest of the deque;
+//   * while the current task runs long without suspending, the watchdog (watchdog.hpp)
+//     marks the poll stale and wakes an idle worker, which may then take the slot's task:
+//     a child spawned before a long computation does not wait for it to end. The slot is
+//     an atomic for that: the owner and such a thief exchange it, and one of them gets it.
 //
 // Fields are owned by the worker thread unless marked: other threads touch only deque_
 // (steal_into, empty) and parker_ (unpark).
@@ -37,6 +44,7 @@
 #include <eddy/runtime/detail/spin_lock.hpp>
 #include <eddy/runtime/metrics.hpp>
 
+#include <atomic>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
@@ -75,10 +83,13 @@ inline constexpr int kSpinRoundsForDriver = 4;
 /// queue's cost, few enough to leave work for the other workers. A guess; retune with data.
 inline constexpr std::size_t kGlobalBatch = 32;
 
+/// Slot tasks a worker runs back to back before it runs the oldest local task (Tokio: 3).
+inline constexpr std::uint32_t kMaxLifoRuns = 3;
+
 /// A worker's statistics (eddy/runtime/metrics.hpp): written by the worker thread only.
 struct WorkerStats {
     OwnedCounter polled, spawned, completed, steal_attempts, steals, stolen, global_takes, parks, unparks,
-        overflows, overflowed;
+        overflows, overflowed, budget_yields;
 };
 
 class Worker {
@@ -93,8 +104,9 @@ public:
     /// Owner thread: makes `task` the next to run here (the LIFO slot). Returns true when
     /// this displaced an earlier task into the deque, i.e. when a helper could take one.
     bool schedule_next(void* task) noexcept {
-        void* displaced = lifo_slot_;
-        lifo_slot_ = task;
+        // Acq_rel: release publishes the task to a thief's acquire exchange (steal_slot);
+        // acquire pairs with the release of the exchange that put the displaced one there.
+        void* displaced = lifo_slot_.exchange(task, std::memory_order_acq_rel);
         if (displaced == nullptr) return false;
         push_local(displaced);
         return true;
@@ -113,6 +125,17 @@ public:
     /// Owner thread: the counters to add to. Any thread: metrics().
     WorkerStats& stats() noexcept { return stats_; }
     WorkerMetrics metrics() const noexcept;
+
+    /// Any thread: odd while the worker runs a queue item, even between two; one more at each
+    /// start and end (the watchdog tells a long poll by an odd value that does not move).
+    std::uint64_t poll_seq() const noexcept { return poll_seq_.load(std::memory_order_relaxed); }
+    /// The watchdog: the poll `seq` has run long; an idle worker may take the slot's task.
+    void mark_stale(std::uint64_t seq) noexcept { stale_seq_.store(seq, std::memory_order_relaxed); }
+    /// Any thread: a task waits in the LIFO slot (a hint).
+    bool slot_occupied() const noexcept { return lifo_slot_.load(std::memory_order_relaxed) != nullptr; }
+    /// A thief: the slot's task, if this worker is still in the poll the watchdog marked
+    /// stale (else nullptr).
+    void* steal_slot() noexcept;
 
     Scheduler& scheduler() const noexcept { return sched_; }
     std::size_t index() const noexcept { return index_; }
@@ -135,7 +158,12 @@ private:
     Parker parker_;
     InjectQueue::ProducerToken producer_;
     InjectQueue::ConsumerToken consumer_;
-    void* lifo_slot_ = nullptr;   // the next task to run; never stolen
+    // The next task to run. Exchanged by the owner, and by a thief only in a stale poll.
+    std::atomic<void*> lifo_slot_{nullptr};
+    std::uint32_t lifo_runs_ = 0;  // slot tasks run back to back
+    // Relaxed: hints for the watchdog and thieves; the slot's exchange is what decides.
+    std::atomic<std::uint64_t> poll_seq_{0};   // written by the owner only
+    std::atomic<std::uint64_t> stale_seq_{0};  // written by the watchdog only
     std::deque<void*> deferred_;  // yielded tasks, oldest first
     std::uint32_t tick_ = 0;
     // How often a busy worker looks at the global queue first: RuntimeConfig::

@@ -49,7 +49,7 @@ using eddy::test::StderrCapture;
 
 constexpr const char* kAllVariables[] = {"EDDY_WORKERS",       "EDDY_RING_ENTRIES",          "EDDY_THREAD_NAME",
                                          "EDDY_PIN_WORKERS",   "EDDY_GLOBAL_QUEUE_INTERVAL", "EDDY_STACK_SIZE",
-                                         "EDDY_UNHANDLED"};
+                                         "EDDY_UNHANDLED",     "EDDY_SLOW_POLL_MS"};
 
 /// Unsets every EDDY_* variable RuntimeConfig reads, for one scope.
 class CleanEnv {

@@ -15,6 +15,7 @@
 #include <eddy/net/udp_socket.hpp>
 #include <eddy/runtime/channel.hpp>
 #include <eddy/runtime/config.hpp>
+#include <eddy/runtime/coop.hpp>
 #include <eddy/runtime/event.hpp>
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/latch.hpp>

@@ -22,6 +22,7 @@
 
 #include <eddy/io/detail/operation.hpp>
 #include <eddy/io/detail/timer.hpp>
+#include <eddy/runtime/detail/coop_budget.hpp>
 #include <eddy/tasks/detail/promise.hpp>
 
 namespace eddy {
@@ -45,20 +46,23 @@ public:
         if (entry_.state == TimerEntry::State::kQueued) disarm_timer(entry_);
     }
 
-    /// Ready (no suspension) when the deadline has passed, or when the call's token is
-    /// stopped already (then ECANCELED).
+    /// Ready (no suspension) when the call's token is stopped already (then ECANCELED).
     bool await_ready() noexcept {
         if (token_.stop_requested()) {
             entry_.result = -ECANCELED;
             return true;
         }
-        const auto now = std::chrono::steady_clock::now().time_since_epoch();
-        return entry_.deadline_ns <= std::chrono::duration_cast<std::chrono::nanoseconds>(now).count();
+        return false;
     }
 
-    /// Does not suspend (ECANCELED) when the task's cancellation is stopped already.
+    /// Does not suspend when the deadline has passed (that spends a unit of the cooperative
+    /// budget, eddy/runtime/coop.hpp, and may yield), nor (ECANCELED) when the task's
+    /// cancellation is stopped already.
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {
+        const auto now = std::chrono::steady_clock::now().time_since_epoch();
+        if (entry_.deadline_ns <= std::chrono::duration_cast<std::chrono::nanoseconds>(now).count())
+            return coop_yield(h);
         const std::stop_token* task = detail::cancellation_of(h);
         if (stop_requested(task)) {
             entry_.result = -ECANCELED;

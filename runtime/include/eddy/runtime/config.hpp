@@ -12,6 +12,7 @@
 // (also a `workers` set after from_env()). Every other variable counts only through from_env().
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -83,9 +84,24 @@ struct RuntimeConfig {
     /// with the original one).
     std::function<void(std::exception_ptr)> on_unhandled_exception{};
 
+    /// The long-poll detector: a task that runs this long on a worker without suspending is
+    /// counted (WorkerMetrics::slow_polls) and reported once, while it still runs, through
+    /// on_slow_poll. It is noticed by the reactor thread, which looks at the workers about
+    /// every 200 microseconds while any of them runs, so a report comes at most that much
+    /// later than the threshold, never earlier. 0 (the default) turns reports off (the
+    /// looking itself is always on: it also frees a LIFO slot held by a long poll).
+    /// 0..3600000 ms; EDDY_SLOW_POLL_MS (milliseconds).
+    std::chrono::milliseconds slow_poll_threshold{0};
+
+    /// Called on the reactor thread with the worker's index and how long the task has run so
+    /// far. Keep it short, and it must not throw (an exception is reported on stderr and
+    /// ignored). Unset: one line on stderr, "eddy: worker N has run one task for X ms
+    /// without suspending (slow_poll_threshold Y ms)".
+    std::function<void(std::size_t worker, std::chrono::nanoseconds running)> on_slow_poll{};
+
     /// `base` with every EDDY_* variable that is set applied over it: EDDY_WORKERS,
     /// EDDY_RING_ENTRIES, EDDY_THREAD_NAME, EDDY_PIN_WORKERS, EDDY_GLOBAL_QUEUE_INTERVAL,
-    /// EDDY_STACK_SIZE, EDDY_UNHANDLED. A set but bad value (empty, not a number, out of
+    /// EDDY_STACK_SIZE, EDDY_UNHANDLED, EDDY_SLOW_POLL_MS. A set but bad value (empty, not a number, out of
     /// range, an unknown suffix or word) throws std::invalid_argument naming the variable,
     /// the value and what is accepted.
     static RuntimeConfig from_env(RuntimeConfig base);
@@ -96,6 +112,7 @@ struct RuntimeConfig {
     static constexpr std::uint32_t kMaxGlobalQueueInterval = 1'000'000;
     static constexpr std::size_t kMinStackSize = std::size_t{64} << 10;
     static constexpr std::size_t kMaxStackSize = std::size_t{1} << 30;
+    static constexpr std::chrono::milliseconds kMaxSlowPollThreshold{3'600'000};
 };
 
 } // namespace eddy

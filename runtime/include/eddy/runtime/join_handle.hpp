@@ -21,6 +21,7 @@
 #include <coroutine>
 #include <utility>
 
+#include <eddy/runtime/detail/coop_budget.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
@@ -64,11 +65,15 @@ public:
                 throw BrokenTask("eddy: awaiting an empty JoinHandle (moved-from, "
                                  "default-constructed or already awaited)");
         }
-        bool await_ready() const noexcept { return handle_.is_finished(); }
-        bool await_suspend(std::coroutine_handle<> awaiter) {
+        bool await_ready() const noexcept { return false; }
+        template <class P>
+        bool await_suspend(std::coroutine_handle<P> awaiter) {
+            // A finished task's result is an operation that completed at once: it spends
+            // budget (eddy/runtime/coop.hpp).
+            if (handle_.is_finished()) return detail::coop_yield(awaiter);
             // SAFETY: after join_suspend publishes `awaiter`, the completer may resume it on
             // another thread at once; nothing of this awaiter is touched afterwards.
-            return detail::join_suspend(handle_.header_, awaiter);
+            return detail::join_suspend(handle_.header_, awaiter) || detail::coop_yield(awaiter);
         }
         T await_resume() { return handle_.take(); }
 

@@ -35,6 +35,8 @@ struct WorkerMetrics {
     std::uint64_t unparks = 0;           // times it was woken to look for work
     std::uint64_t overflows = 0;         // times its full deque moved half to the global queue
     std::uint64_t tasks_overflowed = 0;  // tasks moved that way
+    std::uint64_t budget_yields = 0;     // tasks made to yield by the cooperative budget (coop.hpp)
+    std::uint64_t slow_polls = 0;        // polls that ran past RuntimeConfig::slow_poll_threshold
     std::size_t local_queue_depth = 0;   // gauge: tasks in its deque now
 };
 

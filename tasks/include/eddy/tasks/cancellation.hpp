@@ -97,7 +97,10 @@ private:
 /// points into it).
 class LinkedStopSource {
 public:
-    explicit LinkedStopSource(const std::stop_token* parent) : scope_(source_.get_token()) {
+    /// `unconstrained`: the children inherit eddy::coop::unconstrained from the awaiter.
+    explicit LinkedStopSource(const std::stop_token* parent, bool unconstrained = false)
+        : scope_(source_.get_token()) {
+        scope_.unconstrained = unconstrained;
         // May run request_stop() at once, if the parent is already stopped.
         if (parent != nullptr && parent->stop_possible()) link_.emplace(*parent, Forward{&source_});
     }

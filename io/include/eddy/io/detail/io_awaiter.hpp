@@ -16,6 +16,7 @@
 #include <system_error>
 
 #include <eddy/io/detail/operation.hpp>
+#include <eddy/runtime/detail/coop_budget.hpp>
 #include <eddy/tasks/detail/promise.hpp>
 
 namespace eddy::detail {
@@ -68,6 +69,7 @@ public:
     /// (the result is then ECANCELED), nor when one non-blocking attempt settles the
     /// operation: a socket write usually fits in the send buffer, and data already there
     /// (socket, page cache, pipe) is taken at once. Only what would block goes to the reactor.
+    /// What completes at once spends a unit of the cooperative budget (eddy/runtime/coop.hpp).
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {
         const std::stop_token* task = cancellation_of(h);
@@ -75,7 +77,7 @@ public:
             op_.result = -ECANCELED;
             return false;
         }
-        if (try_now(op_)) return false;
+        if (try_now(op_)) return coop_yield(h);  // eddy/runtime/coop.hpp
         Reactor& reactor = current_reactor(what_);
         op_.waiter = h;
         op_.reactor = &reactor;

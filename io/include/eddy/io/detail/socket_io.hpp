@@ -43,6 +43,7 @@
 #include <utility>
 
 #include <eddy/io/file_descriptor.hpp>
+#include <eddy/runtime/detail/coop_budget.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>
 #include <eddy/tasks/detail/promise.hpp>
 
@@ -115,7 +116,8 @@ public:
     /// task's cancellation is stopped already: ECANCELED).
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {
-        return suspend(h, cancellation_of(h));
+        // What settles at once spends a unit of the cooperative budget (eddy/runtime/coop.hpp).
+        return suspend(h, cancellation_of(h)) || coop_yield(h);
     }
     std::size_t await_resume();
 

@@ -27,6 +27,7 @@
 #include <utility>
 #include <variant>
 
+#include <eddy/runtime/detail/coop_budget.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>
 #include <eddy/tasks/cancellation.hpp>
 #include <eddy/tasks/errors.hpp>
@@ -108,13 +109,15 @@ public:
     }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> parent) {
-        state_.link(cancellation_of(parent));  // may throw (allocation): nothing started yet
+        // May throw (allocation): nothing started yet.
+        state_.link(cancellation_of(parent), unconstrained_of(parent));
         for (std::size_t i = 0; i < n_; ++i) {
             auto [promise, child] = get_(i);
             state_.start_child(i, *promise, child);
         }
         notify_local_work();
-        return state_.arrive_parent(parent);
+        if (state_.arrive_parent(parent)) return true;  // the last touch: a child resumes us
+        return coop_yield(parent);  // every child finished at once
     }
     State& await_resume() noexcept { return state_; }
 

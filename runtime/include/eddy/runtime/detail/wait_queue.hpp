@@ -33,6 +33,8 @@
 //      destructor waits for a callback running on another thread); then, if the node is still
 //      waiting (its frame is destroyed while suspended, e.g. by runtime shutdown), it is
 //      unlinked under the lock, so the primitive never points at freed memory.
+//   A wait granted at once (step 3) spends a unit of the task's cooperative budget and may
+//   make the task yield with its grant in hand (detail/coop_budget.hpp).
 #pragma once
 
 #include <atomic>
@@ -43,6 +45,7 @@
 #include <optional>
 #include <stop_token>
 
+#include <eddy/runtime/detail/coop_budget.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>
 #include <eddy/runtime/detail/spin_lock.hpp>
 #include <eddy/tasks/detail/promise.hpp>
@@ -289,7 +292,7 @@ public:
         // stop callback may resume (and destroy) it on another thread. Touch nothing of
         // `this` below; wake_all only reads the list it owns.
         wakes.wake_all();
-        return suspend;
+        return suspend || coop_yield(h);  // granted at once: spends budget (coop_budget.hpp)
     }
 
 protected:

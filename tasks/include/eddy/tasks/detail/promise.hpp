@@ -34,6 +34,10 @@ class PromiseBase;
 /// eddy::with_timeout, which reuses the stop sources of tasks that finished unstopped, must
 /// not reuse this one (io/timeout.cpp). Relaxed: read after the tasks finished, which the
 /// completion chain orders.
+///
+/// The scope also carries what else a task inherits from whoever awaits it: `unconstrained`,
+/// set by eddy::coop::unconstrained, exempts the tasks under it from the cooperative budget
+/// (eddy/runtime/coop.hpp).
 struct TaskCancellation {
     explicit TaskCancellation(std::stop_token t = {}) noexcept : token(std::move(t)) {}
     TaskCancellation(const TaskCancellation&) = delete;
@@ -47,6 +51,7 @@ struct TaskCancellation {
 
     std::stop_token token;
     mutable std::atomic<bool> shared{false};
+    bool unconstrained = false;  // written before any task runs under the scope
 };
 
 /// Completion hook: `ctx` is the hook's own state, `self` the finished frame.
@@ -128,6 +133,13 @@ const TaskCancellation* cancellation_scope_of(std::coroutine_handle<P> h) noexce
     } else {
         return nullptr;
     }
+}
+
+/// True when the coroutine behind `h` runs under eddy::coop::unconstrained.
+template <class P>
+bool unconstrained_of(std::coroutine_handle<P> h) noexcept {
+    const TaskCancellation* c = cancellation_scope_of(h);
+    return c != nullptr && c->unconstrained;
 }
 
 inline bool stop_requested(const std::stop_token* t) noexcept { return t != nullptr && t->stop_requested(); }

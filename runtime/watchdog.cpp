@@ -1,0 +1,62 @@
+// runtime/watchdog.cpp: see watchdog.hpp.
+#include "runtime/watchdog.hpp"
+
+#include "runtime/scheduler.hpp"
+#include "runtime/worker.hpp"
+
+#include <cstdio>
+#include <exception>
+
+namespace eddy::detail {
+
+Watchdog::Watchdog(Scheduler& sched)
+    : sched_(sched),
+      threshold_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(sched.config().slow_poll_threshold).count()),
+      seen_(sched.num_workers()) {}
+
+void Watchdog::check(std::int64_t now_ns) noexcept {
+    if (now_ns - last_check_ns_ < kWatchIntervalNs) return;
+    last_check_ns_ = now_ns;
+    for (std::size_t i = 0; i < seen_.size(); ++i) {
+        Seen& s = seen_[i];
+        Worker& w = sched_.worker(i);
+        const std::uint64_t seq = w.poll_seq();
+        if (seq != s.seq || (seq & 1) == 0) {
+            s.seq = seq;
+            s.since_ns = now_ns;
+            s.slot_freed = s.reported = false;
+            continue;
+        }
+        // The same poll as at the last look.
+        const std::int64_t running = now_ns - s.since_ns;
+        if (!s.slot_freed && running >= kStaleSlotNs && w.slot_occupied()) {
+            s.slot_freed = true;
+            w.mark_stale(seq);
+            sched_.notify_parked();  // a worker that wakes looks at the slot (steal_work)
+        }
+        if (threshold_ns_ > 0 && !s.reported && running >= threshold_ns_) {
+            s.reported = true;
+            s.slow_polls.add();
+            report(i, running);
+        }
+    }
+}
+
+void Watchdog::report(std::size_t worker, std::int64_t running_ns) noexcept {
+    const auto& hook = sched_.config().on_slow_poll;
+    if (!hook) {
+        std::fprintf(stderr, "eddy: worker %zu has run one task for %.1f ms without suspending (slow_poll_threshold %lld ms)\n",
+                     worker, static_cast<double>(running_ns) / 1e6,
+                     static_cast<long long>(sched_.config().slow_poll_threshold.count()));
+        return;
+    }
+    try {
+        hook(worker, std::chrono::nanoseconds(running_ns));
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "eddy: RuntimeConfig::on_slow_poll threw (ignored): %s\n", e.what());
+    } catch (...) {
+        std::fprintf(stderr, "eddy: RuntimeConfig::on_slow_poll threw (ignored; not a std::exception)\n");
+    }
+}
+
+} // namespace eddy::detail

@@ -1,0 +1,134 @@
+// tests/runtime/slow_poll_test.cpp: the long-poll detector (RuntimeConfig::slow_poll_threshold,
+// runtime/watchdog.hpp): a task that runs past the threshold without suspending is counted
+// and reported once, by the hook or on stderr; short polls never are; the field and
+// EDDY_SLOW_POLL_MS are validated.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <eddy/runtime/config.hpp>
+#include <eddy/runtime/metrics.hpp>
+#include <eddy/runtime/runtime.hpp>
+#include <eddy/runtime/this_worker.hpp>
+#include <eddy/runtime/yield_now.hpp>
+#include <eddy/tasks/task.hpp>
+
+#include "tests/support/scoped_env.hpp"
+#include "tests/support/stderr_capture.hpp"
+
+using eddy::Runtime;
+using eddy::RuntimeConfig;
+using eddy::Task;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Reports {
+    std::mutex lock;
+    std::vector<std::pair<std::size_t, std::chrono::nanoseconds>> seen;
+};
+
+/// Computes for `d` without suspending; returns the worker it ran on.
+Task<std::size_t> compute_for(Clock::duration d) {
+    const auto end = Clock::now() + d;
+    while (Clock::now() < end) {
+    }
+    co_return eddy::this_worker::index().value_or(99);
+}
+
+/// Runs for `total` in slices of `slice`, yielding in between.
+Task<void> compute_in_slices(Clock::duration total, Clock::duration slice) {
+    const auto end = Clock::now() + total;
+    while (Clock::now() < end) {
+        const auto slice_end = Clock::now() + slice;
+        while (Clock::now() < slice_end) {
+        }
+        co_await eddy::yield_now();
+    }
+}
+
+std::uint64_t slow_polls(const Runtime& rt) { return rt.metrics().total(&eddy::WorkerMetrics::slow_polls); }
+
+} // namespace
+
+TEST_CASE("a poll past the threshold is reported once, with its worker and a duration not below the threshold") {
+    Reports reports;
+    RuntimeConfig config{.workers = 2};
+    config.slow_poll_threshold = 30ms;
+    config.on_slow_poll = [&reports](std::size_t worker, std::chrono::nanoseconds running) {
+        std::lock_guard g(reports.lock);
+        reports.seen.emplace_back(worker, running);
+    };
+    Runtime rt(config);
+    const std::size_t worker = rt.block_on(compute_for(200ms));
+    // Short polls, many of them, for longer than the threshold in all: never reported.
+    rt.block_on(compute_in_slices(200ms, 1ms));
+    std::lock_guard g(reports.lock);
+    REQUIRE(reports.seen.size() == 1);
+    CHECK(reports.seen[0].first == worker);
+    CHECK(reports.seen[0].second >= 30ms);
+    CHECK(reports.seen[0].second <= 200ms);
+    CHECK(slow_polls(rt) == 1);
+}
+
+TEST_CASE("without a hook the report is a line on stderr naming the worker") {
+    RuntimeConfig config{.workers = 1};
+    config.slow_poll_threshold = 20ms;
+    eddy::test::StderrCapture capture;
+    {
+        Runtime rt(config);
+        rt.block_on(compute_for(120ms));
+        CHECK(slow_polls(rt) == 1);
+    }
+    const std::string out = capture.finish();
+    CHECK(out.find("eddy: worker 0 has run one task for ") != std::string::npos);
+    CHECK(out.find("without suspending (slow_poll_threshold 20 ms)") != std::string::npos);
+}
+
+TEST_CASE("with the threshold at 0 (the default) nothing is reported") {
+    eddy::test::StderrCapture capture;
+    {
+        Runtime rt(RuntimeConfig{.workers = 1});
+        rt.block_on(compute_for(50ms));
+        CHECK(slow_polls(rt) == 0);
+    }
+    CHECK(capture.finish().find("without suspending") == std::string::npos);
+}
+
+TEST_CASE("a hook that throws is reported and ignored") {
+    RuntimeConfig config{.workers = 1};
+    config.slow_poll_threshold = 10ms;
+    config.on_slow_poll = [](std::size_t, std::chrono::nanoseconds) { throw std::runtime_error("hook failed"); };
+    eddy::test::StderrCapture capture;
+    {
+        Runtime rt(config);
+        rt.block_on(compute_for(80ms));
+        CHECK(rt.block_on(compute_for(0ms)) == 0);  // the runtime goes on
+    }
+    CHECK(capture.finish().find("RuntimeConfig::on_slow_poll threw (ignored): hook failed") != std::string::npos);
+}
+
+TEST_CASE("slow_poll_threshold and EDDY_SLOW_POLL_MS are validated") {
+    RuntimeConfig bad;
+    bad.slow_poll_threshold = -1ms;
+    CHECK_THROWS_WITH_AS(Runtime{bad}, doctest::Contains("slow_poll_threshold"), std::invalid_argument);
+    bad.slow_poll_threshold = RuntimeConfig::kMaxSlowPollThreshold + 1ms;
+    CHECK_THROWS_WITH_AS(Runtime{bad}, doctest::Contains("slow_poll_threshold"), std::invalid_argument);
+    {
+        eddy::test::ScopedEnv env("EDDY_SLOW_POLL_MS", "50");
+        CHECK(RuntimeConfig::from_env().slow_poll_threshold == 50ms);
+    }
+    for (const char* v : {"", "abc", "-5", "3600001", "10ms"}) {
+        eddy::test::ScopedEnv env("EDDY_SLOW_POLL_MS", v);
+        CHECK_THROWS_WITH_AS((void)RuntimeConfig::from_env(), doctest::Contains("EDDY_SLOW_POLL_MS"), std::invalid_argument);
+    }
+}

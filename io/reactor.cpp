@@ -205,6 +205,15 @@ bool Reactor::worker_out_of_work(bool parked) noexcept {
     return pending;
 }
 
+void Reactor::worker_unparked() noexcept {
+    // Seq_cst: the notifier that unparked the caller counted it in the idle state with a
+    // seq_cst RMW before waking it; sleep_in_kernel() stores kSleepingUnbounded and then
+    // loads that state (seq_cst both). So either it sees the worker unparked and does not
+    // sleep unbounded, or we see it asleep here and wake it: while a worker runs, the
+    // reactor looks at the workers (the watchdog) at least every kBatchWindowNs.
+    if (sleeping_.load(std::memory_order_seq_cst) == kSleepingUnbounded) wake_if_sleeping();
+}
+
 bool Reactor::events_pending() const noexcept {
     // The kernel's word in the shared SQ ring; relaxed: a hint (a stale view costs a wake-up
     // too many or a batch window of delay, never a lost completion).
@@ -607,7 +616,7 @@ void Reactor::sleep_in_kernel() {
     const std::int64_t wake_at = bound < 0 ? TimerQueue::kNone : now + bound;
     wake_at_.store(wake_at, std::memory_order_seq_cst);
     if (inbox_.load(std::memory_order_seq_cst) != nullptr || earliest_timer() < wake_at ||
-        (batch && sched_.idle().num_unparked() == 0)) {
+        batch != (sched_.idle().num_unparked() > 0)) {  // a worker parked, or one was woken
         sleeping_.store(kAwake, std::memory_order_relaxed);
         wake_at_.store(kAwakeAt, std::memory_order_relaxed);
         io_uring_submit_and_get_events(&ring_);

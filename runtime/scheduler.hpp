@@ -64,6 +64,10 @@ public:
     }
     /// Worker thread that found no work: see Driver::worker_out_of_work.
     bool driver_out_of_work(bool parked) noexcept { return driver_ && driver_->worker_out_of_work(parked); }
+    /// Worker thread, just unparked: see Driver::worker_unparked.
+    void driver_worker_unparked() noexcept {
+        if (driver_) driver_->worker_unparked();
+    }
     /// See the protocol above. Idempotent; WrongThread from one of this runtime's workers.
     void shutdown();
 

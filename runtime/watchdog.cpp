@@ -29,9 +29,12 @@ void Watchdog::check(std::int64_t now_ns) noexcept {
         }
         // The same poll as at the last look.
         const std::int64_t running = now_ns - s.since_ns;
-        if (!s.slot_freed && running >= kStaleSlotNs && w.slot_occupied()) {
+        if (running >= kStaleSlotNs && w.slot_occupied()) {
+            if (!s.slot_freed) w.mark_stale(seq);
             s.slot_freed = true;
-            w.mark_stale(seq);
+            // At every look while the task waits: a worker that was searching when we first
+            // asked (so none was woken) may have looked at the slot before it was marked, and
+            // parked since.
             sched_.notify_parked();  // a worker that wakes looks at the slot (steal_work)
         }
         if (threshold_ns_ > 0 && !s.reported && running >= threshold_ns_) {

@@ -8,8 +8,9 @@
 // sequence number it saw and since when. A number that is odd and has not moved is one poll
 // that has run at least that long:
 //   * past kStaleSlotNs with a task waiting in the worker's LIFO slot, the poll is marked
-//     stale and an idle worker is woken: it may take the slot's task (Worker::steal_slot),
-//     so a child spawned before a long computation does not wait for the computation;
+//     stale and an idle worker is woken (again at every look while the task waits there):
+//     it may take the slot's task (Worker::steal_slot), so a child spawned before a long
+//     computation does not wait for the computation;
 //   * past RuntimeConfig::slow_poll_threshold (when set), the poll is counted
 //     (WorkerMetrics::slow_polls) and reported once through RuntimeConfig::on_slow_poll.
 // Durations are measured from the first check that saw the poll, so they never overstate:

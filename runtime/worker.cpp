@@ -207,6 +207,7 @@ void Worker::park() {
         parker_.park();
         if (idle.transition_from_parked(index_)) {
             stats_.unparks.add();
+            sched_.driver_worker_unparked();
             searching_ = true;  // a notifier counted us as searching
             return;
         }

@@ -595,6 +595,9 @@ void Reactor::sleep_in_kernel() {
     if (batch) sched_.watchdog().check(now);  // long polls, held LIFO slots (runtime/watchdog.hpp)
     std::int64_t bound =
         batch ? (unparked == sched_.num_workers() ? kBatchWindowNs : kPartialBatchWindowNs) : unparked > 0 ? kUnflushedBoundNs : -1;
+    // Nothing in the ring but our own wake-up read: no completion to batch, so come back
+    // only for the watchdog (and the inbox, at the latest then; timers bound it below).
+    if (batch && pending_cqes_ <= (wake_armed_ ? 1u : 0u)) bound = kIdleRingWatchNs;
     const std::int64_t timer = earliest_timer();
     if (timer != TimerQueue::kNone) {
         if (timer <= now) {

@@ -22,6 +22,7 @@ void Watchdog::check(std::int64_t now_ns) noexcept {
         Worker& w = sched_.worker(i);
         const std::uint64_t seq = w.poll_seq();
         if (seq != s.seq || (seq & 1) == 0) {
+            if (s.slot_freed) w.mark_stale(0);  // that poll is over
             s.seq = seq;
             s.since_ns = now_ns;
             s.slot_freed = s.reported = false;

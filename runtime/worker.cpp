@@ -67,30 +67,15 @@ void* Worker::next_task() {
         global_countdown_ = global_queue_interval_;
         if (sched_.inject().pop_bulk(consumer_, &task, 1) == 1) {
             stats_.global_takes.add();
-            lifo_runs_ = 0;
             return task;
         }
-        if (deque_.pop_top(task)) {
-            lifo_runs_ = 0;
-            return task;
-        }
+        if (deque_.pop_top(task)) return task;
     }
     // Relaxed first look, so that an empty slot costs no read-modify-write; acquire on the
     // exchange pairs with the release of the one that filled it (schedule_next).
     if (lifo_slot_.load(std::memory_order_relaxed) != nullptr) {
-        if (void* slot = lifo_slot_.exchange(nullptr, std::memory_order_acquire)) {
-            if (lifo_runs_ < kMaxLifoRuns) {
-                ++lifo_runs_;
-                return slot;
-            }
-            // Capped: the slot's task joins the deque and the oldest local task runs (the
-            // slot's own task, if it is the only one).
-            push_local(slot);
-            lifo_runs_ = 0;
-            if (deque_.pop_top(task)) return task;
-        }
+        if (void* slot = lifo_slot_.exchange(nullptr, std::memory_order_acquire)) return slot;
     }
-    lifo_runs_ = 0;
     if (deque_.pop(task)) return task;
     if (pop_global_batch(task)) return task;
     // A loop, not an `if`: thieves may steal every refilled task before our pop, and the
@@ -161,8 +146,9 @@ void* Worker::steal_work() {
 }
 
 void* Worker::steal_slot() noexcept {
-    const std::uint64_t seq = poll_seq_.load(std::memory_order_relaxed);
-    if ((seq & 1) == 0 || stale_seq_.load(std::memory_order_relaxed) != seq) return nullptr;
+    // The rarely written mark first: a busy worker's own lines stay in its cache.
+    const std::uint64_t stale = stale_seq_.load(std::memory_order_relaxed);
+    if (stale == 0 || poll_seq_.load(std::memory_order_relaxed) != stale) return nullptr;
     if (lifo_slot_.load(std::memory_order_relaxed) == nullptr) return nullptr;
     // Acquire: pairs with the release of schedule_next's exchange, which published the task.
     return lifo_slot_.exchange(nullptr, std::memory_order_acquire);

@@ -23,10 +23,14 @@
 // and only then is an idle worker woken. This is Tokio's LIFO slot: a chain of spawns or a
 // request/response pair stays on one warm core instead of bouncing between workers, and a
 // producer pays for a wake-up only when there is a second task to share.
-// Two limits keep the slot from holding a task hostage (issue 11):
-//   * at most kMaxLifoRuns slot tasks run back to back; then the slot's task moves to the
-//     deque and the oldest local task runs instead (Tokio caps its slot at 3 per tick the
-//     same way), so a pair of tasks waking each other cannot starve the rest of the deque;
+// What keeps the slot from holding a task hostage (issue 11):
+//   * slot runs are turns like any other (tick_), so every global_queue_interval_-th turn
+//     the global queue or the oldest local task goes first: a pair of tasks waking each
+//     other through the slot delays the rest of the deque by at most that many turns.
+//     Tokio needs a separate cap (3 slot runs per tick) because its slot runs do not count
+//     as ticks; such a cap here (3, the slot's task moved to the deque, or left in the slot
+//     while the oldest task ran) cut ping_pong with 2 workers to 0.41-0.52x, since the
+//     other worker then steals one half of a pair and every message crosses cores;
 //   * while the current task runs long without suspending, the watchdog (watchdog.hpp)
 //     marks the poll stale and wakes an idle worker, which may then take the slot's task:
 //     a child spawned before a long computation does not wait for it to end. The slot is
@@ -83,9 +87,6 @@ inline constexpr int kSpinRoundsForDriver = 4;
 /// queue's cost, few enough to leave work for the other workers. A guess; retune with data.
 inline constexpr std::size_t kGlobalBatch = 32;
 
-/// Slot tasks a worker runs back to back before it runs the oldest local task (Tokio: 3).
-inline constexpr std::uint32_t kMaxLifoRuns = 3;
-
 /// A worker's statistics (eddy/runtime/metrics.hpp): written by the worker thread only.
 struct WorkerStats {
     OwnedCounter polled, spawned, completed, steal_attempts, steals, stolen, global_takes, parks, unparks,
@@ -129,7 +130,8 @@ public:
     /// Any thread: odd while the worker runs a queue item, even between two; one more at each
     /// start and end (the watchdog tells a long poll by an odd value that does not move).
     std::uint64_t poll_seq() const noexcept { return poll_seq_.load(std::memory_order_relaxed); }
-    /// The watchdog: the poll `seq` has run long; an idle worker may take the slot's task.
+    /// The watchdog: the poll `seq` has run long; an idle worker may take the slot's task
+    /// (0: no poll is stale, the mark is cleared once the poll ended).
     void mark_stale(std::uint64_t seq) noexcept { stale_seq_.store(seq, std::memory_order_relaxed); }
     /// Any thread: a task waits in the LIFO slot (a hint).
     bool slot_occupied() const noexcept { return lifo_slot_.load(std::memory_order_relaxed) != nullptr; }
@@ -160,11 +162,13 @@ private:
     InjectQueue::ConsumerToken consumer_;
     // The next task to run. Exchanged by the owner, and by a thief only in a stale poll.
     std::atomic<void*> lifo_slot_{nullptr};
-    std::uint32_t lifo_runs_ = 0;  // slot tasks run back to back
     // Relaxed: hints for the watchdog and thieves; the slot's exchange is what decides.
-    std::atomic<std::uint64_t> poll_seq_{0};   // written by the owner only
-    std::atomic<std::uint64_t> stale_seq_{0};  // written by the watchdog only
-    std::deque<void*> deferred_;  // yielded tasks, oldest first
+    std::atomic<std::uint64_t> poll_seq_{0};  // written by the owner only, twice per poll
+    // Written by the watchdog only, rarely; on a line of its own, since searching workers
+    // read it at every steal attempt: had they read poll_seq_ (or the slot) instead, its
+    // line would bounce at every poll of a busy worker (timeouts, 2 workers: 0.76x).
+    alignas(64) std::atomic<std::uint64_t> stale_seq_{0};
+    alignas(64) std::deque<void*> deferred_;  // yielded tasks, oldest first
     std::uint32_t tick_ = 0;
     // How often a busy worker looks at the global queue first: RuntimeConfig::
     // global_queue_interval (61 by default, like Tokio: prime so that it does not fall into

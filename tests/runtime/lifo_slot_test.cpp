@@ -1,6 +1,7 @@
 // tests/runtime/lifo_slot_test.cpp: the LIFO slot cannot hold a task hostage (worker.hpp):
-// slot tasks run at most kMaxLifoRuns times back to back, and a task waiting in the slot of
-// a worker stuck in a long poll is taken by an idle worker.
+// slot runs count as turns, so the oldest local task runs every global_queue_interval turns
+// however busy the slot is, and a task waiting in the slot of a worker stuck in a long poll
+// is taken by an idle worker.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -51,8 +52,12 @@ Task<void> record(const std::atomic<int>& exchanges, std::atomic<int>& seen) {
 
 } // namespace
 
-TEST_CASE("two tasks waking each other through the LIFO slot let a queued task run within a few turns") {
-    Runtime rt(RuntimeConfig{.workers = 1});
+namespace {
+
+/// One worker: how many exchanges a pair waking each other through the slot made before a
+/// task queued behind them ran.
+int exchanges_before_queued_task_ran(std::uint32_t global_queue_interval) {
+    Runtime rt(RuntimeConfig{.workers = 1, .global_queue_interval = global_queue_interval});
     std::atomic<int> exchanges{0};
     std::atomic<int> seen{-1};
     rt.block_on([](std::atomic<int>& exchanges, std::atomic<int>& seen) -> Task<void> {
@@ -67,11 +72,21 @@ TEST_CASE("two tasks waking each other through the LIFO slot let a queued task r
         co_await std::move(r);
     }(exchanges, seen));
     CHECK(exchanges.load() == kExchanges);
-    INFO("the recorder ran after " << seen.load() << " exchanges");
-    // Without the cap it waited for the global-queue interval (about 30 exchanges); with it,
-    // for about kMaxLifoRuns wake-ups.
-    CHECK(seen.load() >= 0);
-    CHECK(seen.load() <= 5);
+    return seen.load();
+}
+
+} // namespace
+
+TEST_CASE("two tasks waking each other through the LIFO slot let a queued task run within the global queue interval") {
+    // Two turns per exchange: the default interval of 61 turns is about 30 exchanges.
+    const int by_default = exchanges_before_queued_task_ran(61);
+    INFO("the queued task ran after " << by_default << " exchanges");
+    CHECK(by_default >= 0);
+    CHECK(by_default <= 32);
+    const int short_interval = exchanges_before_queued_task_ran(7);
+    INFO("with an interval of 7: after " << short_interval);
+    CHECK(short_interval >= 0);
+    CHECK(short_interval <= 5);
 }
 
 namespace {

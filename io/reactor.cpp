@@ -72,7 +72,7 @@ bool waits_for_write(IoKind k) noexcept {
     return k == IoKind::kWrite || k == IoKind::kSend || k == IoKind::kSendMsg || k == IoKind::kConnect;
 }
 
-bool pollable(IoKind k) noexcept { return k != IoKind::kFsync && k != IoKind::kOpenAt; }
+bool pollable(IoKind k) noexcept { return k != IoKind::kFsync && k != IoKind::kOpenAt && k != IoKind::kPoll; }
 
 } // namespace
 
@@ -419,6 +419,9 @@ void Reactor::start_io(IoOperation* op) {
     case IoKind::kOpenAt:
         io_uring_prep_openat(sqe, op->fd, static_cast<const char*>(op->addr), static_cast<int>(op->op_flags),
                              op->len);
+        break;
+    case IoKind::kPoll:
+        io_uring_prep_poll_add(sqe, op->fd, op->len);
         break;
     }
     // The worker's own attempt just found the socket not ready: have the kernel wait for

@@ -6,6 +6,7 @@
 #include <eddy/io/file_descriptor.hpp>
 #include <eddy/io/pipe.hpp>
 #include <eddy/io/read_write.hpp>
+#include <eddy/io/readiness.hpp>
 #include <eddy/io/signal.hpp>
 #include <eddy/io/sleep.hpp>
 #include <eddy/io/with_timeout.hpp>

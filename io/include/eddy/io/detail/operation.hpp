@@ -68,7 +68,9 @@ struct Operation : ReactorNode {
 };
 
 /// The kinds of I/O the reactor knows how to submit.
-enum class IoKind : std::uint8_t { kRead, kWrite, kRecv, kSend, kAccept, kConnect, kRecvMsg, kSendMsg, kFsync, kOpenAt };
+/// kPoll: a one-shot readiness wait (IORING_OP_POLL_ADD); `len` holds the poll(2) events,
+/// the result is the revents.
+enum class IoKind : std::uint8_t { kRead, kWrite, kRecv, kSend, kAccept, kConnect, kRecvMsg, kSendMsg, kFsync, kOpenAt, kPoll };
 
 struct IoOperation : Operation {
     IoOperation() noexcept : Operation(Kind::kIo) {}

@@ -32,6 +32,10 @@ std::string RuntimeMetrics::to_string() const {
                   reactor.operations, reactor.submissions, reactor.completions, reactor.timers_fired, reactor.wakeups,
                   reactor.in_flight, reactor.timers_armed, reactor.sockets_polled);
     out += line;
+    std::snprintf(line, sizeof line,
+                  "blocking: threads=%zu idle=%zu queued=%zu calls=%" PRIu64 " left_running=%" PRIu64 "\n",
+                  blocking_threads, blocking_idle, blocking_queued, blocking_calls, blocking_left_running);
+    out += line;
     return out;
 }
 

@@ -119,7 +119,10 @@ pthread_t start_worker(Worker& w, const RuntimeConfig& config, const std::vector
 } // namespace
 
 Scheduler::Scheduler(std::size_t workers, RuntimeConfig config)
-    : config_(std::move(config)), id_(g_next_id.fetch_add(1, std::memory_order_relaxed)), idle_(workers) {
+    : config_(std::move(config)),
+      id_(g_next_id.fetch_add(1, std::memory_order_relaxed)),
+      idle_(workers),
+      blocking_(*this, config_) {
     workers_.reserve(workers);
     for (std::size_t i = 0; i < workers; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
     watchdog_ = std::make_unique<Watchdog>(*this);
@@ -169,6 +172,9 @@ void Scheduler::shutdown() {
     for (pthread_t t : threads_) pthread_join(t, nullptr);
     threads_.clear();
     if (driver_) driver_->shutdown();
+    // Step 2b: blocking calls not started are dropped; running ones are given
+    // blocking_shutdown_timeout to end (blocking_pool.hpp).
+    (void)blocking_.close();
 
     // Step 3.
     for (auto& w : workers_) w->clear_queues();
@@ -275,6 +281,12 @@ RuntimeMetrics Scheduler::metrics() const {
     m.tasks_alive = m.tasks_spawned > completed + destroyed ? m.tasks_spawned - completed - destroyed : 0;
     m.global_queue_depth = inject_.size_approx();
     if (driver_) m.reactor = driver_->metrics();
+    const BlockingFigures b = blocking_.figures();
+    m.blocking_threads = b.threads;
+    m.blocking_idle = b.idle;
+    m.blocking_queued = b.queued;
+    m.blocking_calls = b.calls;
+    m.blocking_left_running = b.left_running;
     return m;
 }
 

@@ -9,6 +9,9 @@
 //      current step; no worker resumes anything afterwards. Then shut the I/O driver down:
 //      it cancels every operation in flight and waits for the kernel's completions, so no
 //      buffer in a frame is still in the kernel's hands when step 4 destroys the frame.
+//      Then close the blocking pool: queued calls are dropped, running ones get
+//      blocking_shutdown_timeout to end, and from then on no call resumes anything
+//      (blocking_pool.hpp).
 //   3. Forget every queued frame (deques, yield lists, global queue) without destroying it:
 //      each one belongs to a task in the registry, destroyed next.
 //   4. Destroy every registered (unfinished) task, marking it kComplete|kCancelled first so
@@ -19,6 +22,7 @@
 #pragma once
 
 #include "runtime/private.hpp"
+#include "runtime/blocking_pool.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/idle.hpp"
 #include "runtime/inject_queue.hpp"
@@ -107,6 +111,8 @@ public:
     TaskRegistry& registry() noexcept { return registry_; }
     /// The driver's thread calls its check() while workers run (watchdog.hpp).
     Watchdog& watchdog() noexcept { return *watchdog_; }
+    /// The threads of eddy::spawn_blocking (blocking_pool.hpp).
+    BlockingPool& blocking() noexcept { return blocking_; }
 
 private:
     static constexpr std::uint64_t kClosed = std::uint64_t{1} << 63;
@@ -120,6 +126,7 @@ private:
     TaskRegistry registry_;
     std::vector<std::unique_ptr<Worker>> workers_;
     std::unique_ptr<Watchdog> watchdog_;  // made after the workers
+    BlockingPool blocking_;
     std::unique_ptr<Driver> driver_;
     std::vector<pthread_t> threads_;  // the workers: started by start(), joined by shutdown()
     // Stop flag for the run loops. Relaxed is enough: it only asks a worker to leave; the

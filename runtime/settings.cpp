@@ -116,6 +116,15 @@ void validate_config(const RuntimeConfig& c) {
     if (c.slow_poll_threshold.count() < 0 || c.slow_poll_threshold > RuntimeConfig::kMaxSlowPollThreshold)
         reject_field("slow_poll_threshold", range(0, RuntimeConfig::kMaxSlowPollThreshold.count()) + " ms",
                      std::to_string(c.slow_poll_threshold.count()) + " ms");
+    if (c.max_blocking_threads < 1 || c.max_blocking_threads > RuntimeConfig::kMaxBlockingThreads)
+        reject_field("max_blocking_threads", range(1, RuntimeConfig::kMaxBlockingThreads),
+                     std::to_string(c.max_blocking_threads));
+    if (c.blocking_keep_alive.count() < 1 || c.blocking_keep_alive > RuntimeConfig::kMaxBlockingKeepAlive)
+        reject_field("blocking_keep_alive", range(1, RuntimeConfig::kMaxBlockingKeepAlive.count()) + " ms",
+                     std::to_string(c.blocking_keep_alive.count()) + " ms");
+    if (c.blocking_shutdown_timeout.count() < 0 || c.blocking_shutdown_timeout > RuntimeConfig::kMaxBlockingShutdownTimeout)
+        reject_field("blocking_shutdown_timeout", range(0, RuntimeConfig::kMaxBlockingShutdownTimeout.count()) + " ms",
+                     std::to_string(c.blocking_shutdown_timeout.count()) + " ms");
     if (c.unhandled_exception) {
         switch (*c.unhandled_exception) {
         case UnhandledExceptionPolicy::log:
@@ -178,6 +187,14 @@ RuntimeConfig RuntimeConfig::from_env(RuntimeConfig c) {
     if (const char* v = std::getenv("EDDY_SLOW_POLL_MS"))
         c.slow_poll_threshold = std::chrono::milliseconds(
             parse_count_env("EDDY_SLOW_POLL_MS", v, 0, static_cast<std::uint64_t>(kMaxSlowPollThreshold.count())));
+    if (const char* v = std::getenv("EDDY_MAX_BLOCKING_THREADS"))
+        c.max_blocking_threads = parse_count_env("EDDY_MAX_BLOCKING_THREADS", v, 1, kMaxBlockingThreads);
+    if (const char* v = std::getenv("EDDY_BLOCKING_KEEP_ALIVE_MS"))
+        c.blocking_keep_alive = std::chrono::milliseconds(
+            parse_count_env("EDDY_BLOCKING_KEEP_ALIVE_MS", v, 1, static_cast<std::uint64_t>(kMaxBlockingKeepAlive.count())));
+    if (const char* v = std::getenv("EDDY_BLOCKING_SHUTDOWN_TIMEOUT_MS"))
+        c.blocking_shutdown_timeout = std::chrono::milliseconds(parse_count_env(
+            "EDDY_BLOCKING_SHUTDOWN_TIMEOUT_MS", v, 0, static_cast<std::uint64_t>(kMaxBlockingShutdownTimeout.count())));
     return c;
 }
 

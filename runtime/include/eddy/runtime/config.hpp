@@ -84,6 +84,22 @@ struct RuntimeConfig {
     /// with the original one).
     std::function<void(std::exception_ptr)> on_unhandled_exception{};
 
+    /// The blocking pool (eddy::spawn_blocking): at most this many threads, started on
+    /// demand; more calls wait in a FIFO queue. 1..100000; default 512 (Tokio's);
+    /// EDDY_MAX_BLOCKING_THREADS.
+    std::size_t max_blocking_threads = 512;
+
+    /// A blocking thread with nothing to do for this long exits. 1 ms..1 day; default 10 s
+    /// (Tokio's); EDDY_BLOCKING_KEEP_ALIVE_MS.
+    std::chrono::milliseconds blocking_keep_alive{10'000};
+
+    /// Shutdown waits this long for blocking calls that are running (calls still queued are
+    /// dropped), then reports on stderr how many it left running and goes on; those finish
+    /// on their own and resume nothing. 0..1 day; default 10 s (Tokio waits forever by
+    /// default: a service that must stop should not hang on a stuck call);
+    /// EDDY_BLOCKING_SHUTDOWN_TIMEOUT_MS.
+    std::chrono::milliseconds blocking_shutdown_timeout{10'000};
+
     /// The long-poll detector: a task that runs this long on a worker without suspending is
     /// counted (WorkerMetrics::slow_polls) and reported once, while it still runs, through
     /// on_slow_poll. It is noticed by the reactor thread, which looks at the workers about
@@ -101,7 +117,8 @@ struct RuntimeConfig {
 
     /// `base` with every EDDY_* variable that is set applied over it: EDDY_WORKERS,
     /// EDDY_RING_ENTRIES, EDDY_THREAD_NAME, EDDY_PIN_WORKERS, EDDY_GLOBAL_QUEUE_INTERVAL,
-    /// EDDY_STACK_SIZE, EDDY_UNHANDLED, EDDY_SLOW_POLL_MS. A set but bad value (empty, not a number, out of
+    /// EDDY_STACK_SIZE, EDDY_UNHANDLED, EDDY_SLOW_POLL_MS, EDDY_MAX_BLOCKING_THREADS,
+    /// EDDY_BLOCKING_KEEP_ALIVE_MS, EDDY_BLOCKING_SHUTDOWN_TIMEOUT_MS. A set but bad value (empty, not a number, out of
     /// range, an unknown suffix or word) throws std::invalid_argument naming the variable,
     /// the value and what is accepted.
     static RuntimeConfig from_env(RuntimeConfig base);
@@ -113,6 +130,9 @@ struct RuntimeConfig {
     static constexpr std::size_t kMinStackSize = std::size_t{64} << 10;
     static constexpr std::size_t kMaxStackSize = std::size_t{1} << 30;
     static constexpr std::chrono::milliseconds kMaxSlowPollThreshold{3'600'000};
+    static constexpr std::size_t kMaxBlockingThreads = 100'000;
+    static constexpr std::chrono::milliseconds kMaxBlockingKeepAlive{86'400'000};
+    static constexpr std::chrono::milliseconds kMaxBlockingShutdownTimeout{86'400'000};
 };
 
 } // namespace eddy

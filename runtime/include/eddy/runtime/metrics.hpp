@@ -58,6 +58,12 @@ struct RuntimeMetrics {
     std::uint64_t tasks_spawned = 0;     // root tasks, from workers and from other threads
     std::uint64_t tasks_completed = 0;   // root tasks that finished
     std::uint64_t tasks_alive = 0;       // spawned, not finished, not destroyed by shutdown
+    // The blocking pool (eddy::spawn_blocking).
+    std::size_t blocking_threads = 0;        // gauge: threads alive
+    std::size_t blocking_idle = 0;           // gauge: of those, waiting for a call
+    std::size_t blocking_queued = 0;         // gauge: calls waiting for a thread
+    std::uint64_t blocking_calls = 0;        // calls that have run
+    std::uint64_t blocking_left_running = 0; // calls still running when shutdown stopped waiting
 
     /// The sum over workers of one figure, e.g. `m.total(&WorkerMetrics::steals)`.
     std::uint64_t total(std::uint64_t WorkerMetrics::*figure) const noexcept {

@@ -23,6 +23,7 @@
 #include <eddy/runtime/config.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>
 #include <eddy/runtime/join_handle.hpp>
+#include <eddy/runtime/spawn_blocking.hpp>
 #include <eddy/runtime/metrics.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
@@ -70,6 +71,12 @@ public:
         return spawn(std::move(a).into_task());
     }
 
+    /// Runs `f()` on this runtime's blocking threads from any thread (see
+    /// eddy/runtime/spawn_blocking.hpp); RuntimeStopped once shut down.
+    template <class F>
+    auto spawn_blocking(F&& f) {
+        return spawn(detail::spawn_blocking_on(scheduler_.get(), std::forward<F>(f), "eddy::Runtime::spawn_blocking"));
+    }
     /// Stops the runtime (see above). Idempotent.
     void shutdown();
 

@@ -59,6 +59,7 @@ void check_metrics_block(const std::string& block, const std::string& title, std
     for (std::size_t i = 0; i < workers; ++i) CHECK(block.find("\nworker " + std::to_string(i) + ": polled=") != std::string::npos);
     CHECK(block.find("\nworker " + std::to_string(workers) + ":") == std::string::npos);
     CHECK(block.find("\nreactor: operations=") != std::string::npos);
+    CHECK(block.find("\nblocking: threads=") != std::string::npos);
 }
 
 } // namespace
@@ -99,7 +100,7 @@ TEST_CASE("SIGUSR1 prints a metrics block and the service keeps serving") {
     for (int round = 0; round < 2; ++round) {
         CAPTURE(round);
         service.signal(SIGUSR1);
-        const std::optional<std::string> block = service.read_through_line("reactor: ");
+        const std::optional<std::string> block = service.read_through_line("blocking: ");
         REQUIRE(block.has_value());
         check_metrics_block(*block, "SIGUSR1, metrics", 3);
         // Still serving: the open connection and a new one.
@@ -142,7 +143,8 @@ void shutdown_on(int sig, const char* name, std::size_t open) {
     // The workers are joined before the final snapshot: every root task has finished.
     CHECK(block.find(" tasks_alive=0 ") != std::string::npos);
     CHECK(block.find(" in_flight=0 ") != std::string::npos);
-    CHECK(std::count(block.begin(), block.end(), '\n') == 1 + 1 + 2 + 1);  // header, runtime, workers, reactor
+    // header, runtime, workers, reactor, blocking pool
+    CHECK(std::count(block.begin(), block.end(), '\n') == 1 + 1 + 2 + 1 + 1);
 }
 
 } // namespace

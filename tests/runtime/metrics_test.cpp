@@ -199,4 +199,7 @@ TEST_CASE("metrics can be read after shutdown, and to_string names every part") 
     CHECK(text.find("worker 0: polled=") != std::string::npos);
     CHECK(text.find("worker 1: polled=") != std::string::npos);
     CHECK(text.find("reactor: operations=") != std::string::npos);
+    CHECK(text.find(" budget_yields=") != std::string::npos);
+    CHECK(text.find(" slow_polls=") != std::string::npos);
+    CHECK(text.find("blocking: threads=0 idle=0 queued=0 calls=0 left_running=0") != std::string::npos);
 }

@@ -67,15 +67,30 @@ void* Worker::next_task() {
         global_countdown_ = global_queue_interval_;
         if (sched_.inject().pop_bulk(consumer_, &task, 1) == 1) {
             stats_.global_takes.add();
+            lifo_runs_ = 0;
             return task;
         }
-        if (deque_.pop_top(task)) return task;
+        if (deque_.pop_top(task)) {
+            lifo_runs_ = 0;
+            return task;
+        }
     }
     // Relaxed first look, so that an empty slot costs no read-modify-write; acquire on the
     // exchange pairs with the release of the one that filled it (schedule_next).
     if (lifo_slot_.load(std::memory_order_relaxed) != nullptr) {
-        if (void* slot = lifo_slot_.exchange(nullptr, std::memory_order_acquire)) return slot;
+        if (void* slot = lifo_slot_.exchange(nullptr, std::memory_order_acquire)) {
+            // The cap (worker.hpp): after kMaxLifoRuns slot runs in a row, the slot's task
+            // joins the deque and the oldest local task runs first. Alone, it just runs.
+            if (lifo_runs_ < kMaxLifoRuns || deque_.empty()) {
+                ++lifo_runs_;
+                return slot;
+            }
+            push_local(slot);
+            lifo_runs_ = 0;
+            if (deque_.pop_top(task)) return task;
+        }
     }
+    lifo_runs_ = 0;
     if (deque_.pop(task)) return task;
     if (pop_global_batch(task)) return task;
     // A loop, not an `if`: thieves may steal every refilled task before our pop, and the

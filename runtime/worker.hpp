@@ -24,13 +24,14 @@
 // request/response pair stays on one warm core instead of bouncing between workers, and a
 // producer pays for a wake-up only when there is a second task to share.
 // What keeps the slot from holding a task hostage (issue 11):
-//   * slot runs are turns like any other (tick_), so every global_queue_interval_-th turn
-//     the global queue or the oldest local task goes first: a pair of tasks waking each
-//     other through the slot delays the rest of the deque by at most that many turns.
-//     Tokio needs a separate cap (3 slot runs per tick) because its slot runs do not count
-//     as ticks; such a cap here (3, the slot's task moved to the deque, or left in the slot
-//     while the oldest task ran) cut ping_pong with 2 workers to 0.41-0.52x, since the
-//     other worker then steals one half of a pair and every message crosses cores;
+//   * at most kMaxLifoRuns (3, Tokio's cap) slot tasks run back to back while other local
+//     tasks wait; then the slot's task joins the deque and the oldest local task runs. So a
+//     pair of tasks waking each other through the slot delays a queued task by about 3
+//     turns, not by a global_queue_interval_ (61) of them. It has a price, measured: pairs
+//     interleave more, and with 2 workers get split between them more often: ping_pong
+//     runs at about 0.9x (1 worker) and 0.45-0.55x (2 workers) of the uncapped slot, still
+//     above Tokio's (README). Leaving the slot's task in place while the oldest runs was
+//     worse (0.35x with 2 workers).
 //   * while the current task runs long without suspending, the watchdog (watchdog.hpp)
 //     marks the poll stale and wakes an idle worker, which may then take the slot's task:
 //     a child spawned before a long computation does not wait for it to end. The slot is
@@ -86,6 +87,9 @@ inline constexpr int kSpinRoundsForDriver = 4;
 /// At most this many tasks are moved from the global queue per visit: enough to amortize the
 /// queue's cost, few enough to leave work for the other workers. A guess; retune with data.
 inline constexpr std::size_t kGlobalBatch = 32;
+
+/// Slot tasks a worker runs back to back while other local tasks wait (Tokio: 3).
+inline constexpr std::uint32_t kMaxLifoRuns = 3;
 
 /// A worker's statistics (eddy/runtime/metrics.hpp): written by the worker thread only.
 struct WorkerStats {
@@ -162,6 +166,7 @@ private:
     InjectQueue::ConsumerToken consumer_;
     // The next task to run. Exchanged by the owner, and by a thief only in a stale poll.
     std::atomic<void*> lifo_slot_{nullptr};
+    std::uint32_t lifo_runs_ = 0;  // slot tasks run back to back
     // Relaxed: hints for the watchdog and thieves; the slot's exchange is what decides.
     std::atomic<std::uint64_t> poll_seq_{0};  // written by the owner only, twice per poll
     // Written by the watchdog only, rarely; on a line of its own, since searching workers

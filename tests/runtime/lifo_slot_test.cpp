@@ -1,7 +1,6 @@
 // tests/runtime/lifo_slot_test.cpp: the LIFO slot cannot hold a task hostage (worker.hpp):
-// slot runs count as turns, so the oldest local task runs every global_queue_interval turns
-// however busy the slot is, and a task waiting in the slot of a worker stuck in a long poll
-// is taken by an idle worker.
+// at most kMaxLifoRuns slot tasks run back to back while others wait, and a task waiting in
+// the slot of a worker stuck in a long poll is taken by an idle worker.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -77,16 +76,12 @@ int exchanges_before_queued_task_ran(std::uint32_t global_queue_interval) {
 
 } // namespace
 
-TEST_CASE("two tasks waking each other through the LIFO slot let a queued task run within the global queue interval") {
-    // Two turns per exchange: the default interval of 61 turns is about 30 exchanges.
-    const int by_default = exchanges_before_queued_task_ran(61);
-    INFO("the queued task ran after " << by_default << " exchanges");
-    CHECK(by_default >= 0);
-    CHECK(by_default <= 32);
-    const int short_interval = exchanges_before_queued_task_ran(7);
-    INFO("with an interval of 7: after " << short_interval);
-    CHECK(short_interval >= 0);
-    CHECK(short_interval <= 5);
+TEST_CASE("two tasks waking each other through the LIFO slot let a queued task run within a few turns") {
+    // Without the cap it waited for the global queue interval: 28 exchanges of 61 turns.
+    const int seen = exchanges_before_queued_task_ran(61);
+    INFO("the queued task ran after " << seen << " exchanges");
+    CHECK(seen >= 0);
+    CHECK(seen <= 3);
 }
 
 namespace {

@@ -205,12 +205,8 @@ bool Reactor::worker_out_of_work(bool parked) noexcept {
     return pending;
 }
 
-void Reactor::worker_unparked() noexcept {
-    // Seq_cst: the notifier that unparked the caller counted it in the idle state with a
-    // seq_cst RMW before waking it; sleep_in_kernel() stores kSleepingUnbounded and then
-    // loads that state (seq_cst both). So either it sees the worker unparked and does not
-    // sleep unbounded, or we see it asleep here and wake it: while a worker runs, the
-    // reactor looks at the workers (the watchdog) at least every kBatchWindowNs.
+void Reactor::watch() noexcept {
+    // The caller saw Scheduler::unwatched() (see Worker::schedule_next for the pairing).
     if (sleeping_.load(std::memory_order_seq_cst) == kSleepingUnbounded) wake_if_sleeping();
 }
 
@@ -621,10 +617,15 @@ void Reactor::sleep_in_kernel() {
     // and wakes us; one that armed it before is seen by the second look below.
     const std::int64_t wake_at = bound < 0 ? TimerQueue::kNone : now + bound;
     wake_at_.store(wake_at, std::memory_order_seq_cst);
+    // Unbounded, we stop watching the workers: a worker that then gives the watchdog work
+    // wakes us (Worker::schedule_next; seq_cst, paired with the idle-state look below).
+    const bool unwatched = !batch && !back_soon;
+    if (unwatched) sched_.set_unwatched(true);
     if (inbox_.load(std::memory_order_seq_cst) != nullptr || earliest_timer() < wake_at ||
         batch != (sched_.idle().num_unparked() > 0)) {  // a worker parked, or one was woken
         sleeping_.store(kAwake, std::memory_order_relaxed);
         wake_at_.store(kAwakeAt, std::memory_order_relaxed);
+        if (unwatched) sched_.set_unwatched(false);
         io_uring_submit_and_get_events(&ring_);
         return;
     }
@@ -644,6 +645,7 @@ void Reactor::sleep_in_kernel() {
     // Relaxed: a submitter that still sees us asleep only writes the eventfd once too often.
     sleeping_.store(kAwake, std::memory_order_relaxed);
     wake_at_.store(kAwakeAt, std::memory_order_relaxed);
+    if (unwatched) sched_.set_unwatched(false);
     if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY && r != -EAGAIN)
         std::fprintf(stderr, "eddy: reactor: waiting for completions failed: %s\n", std::strerror(-r));
 }

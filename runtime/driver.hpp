@@ -31,9 +31,10 @@ public:
     /// false) or has just parked (true). A driver that holds completions back to hand them
     /// over in batches must stop waiting. True when it will hand some over now.
     virtual bool worker_out_of_work(bool parked) noexcept = 0;
-    /// Worker thread, just woken from parking: a driver that stopped looking at the workers
-    /// while all were parked (the watchdog, runtime/watchdog.hpp) must look again.
-    virtual void worker_unparked() noexcept = 0;
+    /// Worker thread: the watchdog (runtime/watchdog.hpp) has something to watch; a driver
+    /// that stopped looking at the workers while all were parked (Scheduler::unwatched())
+    /// must look again.
+    virtual void watch() noexcept = 0;
     /// Called once, with every worker joined: cancels what is in flight, waits for the
     /// kernel to let go of every buffer, and stops the driver's thread. Resumes nothing.
     virtual void shutdown() noexcept = 0;

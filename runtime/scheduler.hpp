@@ -68,9 +68,15 @@ public:
     }
     /// Worker thread that found no work: see Driver::worker_out_of_work.
     bool driver_out_of_work(bool parked) noexcept { return driver_ && driver_->worker_out_of_work(parked); }
-    /// Worker thread, just unparked: see Driver::worker_unparked.
-    void driver_worker_unparked() noexcept {
-        if (driver_) driver_->worker_unparked();
+    /// Whether the driver sleeps without looking at the workers (it went to sleep with every
+    /// worker parked). Seq_cst, like its store by the driver (set_unwatched): see
+    /// Worker::schedule_next for the pairing.
+    bool unwatched() const noexcept { return unwatched_.load(std::memory_order_seq_cst); }
+    const std::atomic<bool>& unwatched_flag() const noexcept { return unwatched_; }
+    void set_unwatched(bool v) noexcept { unwatched_.store(v, std::memory_order_seq_cst); }
+    /// Worker thread: see Driver::watch.
+    void driver_watch() noexcept {
+        if (driver_) driver_->watch();
     }
     /// See the protocol above. Idempotent; WrongThread from one of this runtime's workers.
     void shutdown();
@@ -132,6 +138,9 @@ private:
     // Stop flag for the run loops. Relaxed is enough: it only asks a worker to leave; the
     // join in shutdown() is what orders everything after.
     std::atomic<bool> stopping_{false};
+    // Written by the driver's thread when it sleeps and wakes; read by workers when they fill
+    // an empty LIFO slot (rarely written: it stays in their caches).
+    alignas(64) std::atomic<bool> unwatched_{false};
     // kClosed | number of external spawns between their check and their push (step 1).
     // Its own cache line, with external_spawned_: outside spawners update both per spawn,
     // and stopping_, which every worker reads every turn, must not share their line (it did

@@ -112,7 +112,16 @@ public:
         // Acq_rel: release publishes the task to a thief's acquire exchange (steal_slot);
         // acquire pairs with the release of the exchange that put the displaced one there.
         void* displaced = lifo_slot_.exchange(task, std::memory_order_acq_rel);
-        if (displaced == nullptr) return false;
+        if (displaced == nullptr) {
+            // A task now waits in the slot: if the driver sleeps without watching (every
+            // worker was parked when it went to sleep), it must watch, in case this poll
+            // runs long. Seq_cst load: the driver stores the flag, then looks at the idle
+            // state (seq_cst both), and this worker was counted unparked (a seq_cst RMW)
+            // before it ran: either the driver sees us and does not sleep unwatched, or we
+            // see the flag here.
+            if (unwatched_->load(std::memory_order_seq_cst)) wake_watchdog();
+            return false;
+        }
         push_local(displaced);
         return true;
     }
@@ -142,6 +151,7 @@ public:
     /// A thief: the slot's task, if this worker is still in the poll the watchdog marked
     /// stale (else nullptr).
     void* steal_slot() noexcept;
+    void wake_watchdog() noexcept;
 
     Scheduler& scheduler() const noexcept { return sched_; }
     std::size_t index() const noexcept { return index_; }
@@ -160,6 +170,8 @@ private:
 
     Scheduler& sched_;
     const std::size_t index_;
+    const std::atomic<bool>* const unwatched_;  // the scheduler's (Scheduler::unwatched)
+    const bool watch_every_poll_;              // slow_poll_threshold set: see park()
     ChaseLevDeque<void*> deque_;
     Parker parker_;
     InjectQueue::ProducerToken producer_;

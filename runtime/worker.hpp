@@ -24,14 +24,14 @@
 // request/response pair stays on one warm core instead of bouncing between workers, and a
 // producer pays for a wake-up only when there is a second task to share.
 // What keeps the slot from holding a task hostage (issue 11):
-//   * at most kMaxLifoRuns (3, Tokio's cap) slot tasks run back to back while other local
-//     tasks wait; then the slot's task joins the deque and the oldest local task runs. So a
-//     pair of tasks waking each other through the slot delays a queued task by about 3
-//     turns, not by a global_queue_interval_ (61) of them. It has a price, measured: pairs
-//     interleave more, and with 2 workers get split between them more often: ping_pong
-//     runs at about 0.9x (1 worker) and 0.45-0.55x (2 workers) of the uncapped slot, still
-//     above Tokio's (README). Leaving the slot's task in place while the oldest runs was
-//     worse (0.35x with 2 workers).
+//   * at most kMaxLifoRuns (16) slot tasks run back to back while other local tasks wait;
+//     then the slot's task joins the deque and the oldest local task runs. So a pair of
+//     tasks waking each other through the slot delays a queued task by at most 8 exchanges,
+//     not by a global_queue_interval_ (61 turns, 28 exchanges) of them. Tokio caps at 3, but
+//     each cap costs a switch to another task and, with 2 workers, often splits a pair
+//     between them; ping_pong (1 / 2 workers) against no cap, medians of 7: cap 3 0.86x /
+//     0.80x (0.68x / 0.43x in a table run), 8 0.94x / 0.96x, 16 0.96x / 1.04x, 32 0.99x /
+//     1.07x. Leaving the slot's task in place while the oldest ran was worse still.
 //   * while the current task runs long without suspending, the watchdog (watchdog.hpp)
 //     marks the poll stale and wakes an idle worker, which may then take the slot's task:
 //     a child spawned before a long computation does not wait for it to end. The slot is
@@ -88,8 +88,9 @@ inline constexpr int kSpinRoundsForDriver = 4;
 /// queue's cost, few enough to leave work for the other workers. A guess; retune with data.
 inline constexpr std::size_t kGlobalBatch = 32;
 
-/// Slot tasks a worker runs back to back while other local tasks wait (Tokio: 3).
-inline constexpr std::uint32_t kMaxLifoRuns = 3;
+/// Slot tasks a worker runs back to back while other local tasks wait (Tokio: 3; see the
+/// LIFO slot above for why 16).
+inline constexpr std::uint32_t kMaxLifoRuns = 16;
 
 /// A worker's statistics (eddy/runtime/metrics.hpp): written by the worker thread only.
 struct WorkerStats {

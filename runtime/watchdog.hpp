@@ -3,8 +3,9 @@
 //
 // A worker publishes a poll sequence number (Worker::poll_seq: odd while it runs a queue item,
 // one more at each start and end), with two relaxed stores per poll and nothing else. The
-// reactor thread, which wakes at least every 200 microseconds while any worker is unparked
-// (io/reactor.hpp), calls check() with the time; check() remembers, per worker, the
+// reactor thread, which wakes every 0.2 ms (1 ms with nothing in its ring) while any worker
+// is unparked, and is woken when a worker gives it something to watch (io/reactor.hpp),
+// calls check() with the time; check() remembers, per worker, the
 // sequence number it saw and since when. A number that is odd and has not moved is one poll
 // that has run at least that long:
 //   * past kStaleSlotNs with a task waiting in the worker's LIFO slot, the poll is marked

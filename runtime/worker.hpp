@@ -183,8 +183,8 @@ private:
     // Relaxed: hints for the watchdog and thieves; the slot's exchange is what decides.
     std::atomic<std::uint64_t> poll_seq_{0};  // written by the owner only, twice per poll
     // Written by the watchdog only, rarely; on a line of its own, since searching workers
-    // read it at every steal attempt: had they read poll_seq_ (or the slot) instead, its
-    // line would bounce at every poll of a busy worker (timeouts, 2 workers: 0.76x).
+    // read it at every steal attempt: reading poll_seq_ (or the slot) there would pull the
+    // busy owner's line away at every look.
     alignas(64) std::atomic<std::uint64_t> stale_seq_{0};
     alignas(64) std::deque<void*> deferred_;  // yielded tasks, oldest first
     std::uint32_t tick_ = 0;

@@ -102,9 +102,9 @@ struct RuntimeConfig {
 
     /// The long-poll detector: a task that runs this long on a worker without suspending is
     /// counted (WorkerMetrics::slow_polls) and reported once, while it still runs, through
-    /// on_slow_poll. It is noticed by the reactor thread, which looks at the workers about
-    /// every 200 microseconds while any of them runs, so a report comes at most that much
-    /// later than the threshold, never earlier. 0 (the default) turns reports off (the
+    /// on_slow_poll. It is noticed by the reactor thread, which looks at the workers every
+    /// 0.2 ms (1 ms when it has no I/O in flight) while any of them runs, so a report comes
+    /// at most that much later than the threshold, never earlier. 0 (the default) turns reports off (the
     /// looking itself is always on: it also frees a LIFO slot held by a long poll).
     /// 0..3600000 ms; EDDY_SLOW_POLL_MS (milliseconds).
     std::chrono::milliseconds slow_poll_threshold{0};

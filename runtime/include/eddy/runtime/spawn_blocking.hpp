@@ -9,8 +9,8 @@
 // fewer than RuntimeConfig::max_blocking_threads are alive; else it waits in a FIFO queue).
 // The handle is an ordinary JoinHandle: await it, drop it (the call still runs, and an
 // exception it throws goes to the unhandled-exception policy), or check is_finished(). The
-// call is not cancellable: a cancelled awaiter stops waiting for nothing, and the call runs
-// to its end. At runtime shutdown, calls not started are dropped (their handles throw
+// call is not cancellable, and awaiting its handle is not a cancellation point (as for any
+// JoinHandle): the call runs to its end. At runtime shutdown, calls not started are dropped (their handles throw
 // eddy::RuntimeStopped) and running ones are waited for up to blocking_shutdown_timeout
 // (eddy/runtime/config.hpp); one still running then finishes on its own thread, so the
 // callable must not refer to what shutdown destroys (the awaiting task's locals): capture by

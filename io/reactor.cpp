@@ -206,7 +206,7 @@ bool Reactor::worker_out_of_work(bool parked) noexcept {
 }
 
 void Reactor::watch() noexcept {
-    // The caller saw Scheduler::unwatched() (see Worker::schedule_next for the pairing).
+    // The caller saw Scheduler::unwatched_flag() (see Worker::schedule_next for the pairing).
     if (sleeping_.load(std::memory_order_seq_cst) == kSleepingUnbounded) wake_if_sleeping();
 }
 

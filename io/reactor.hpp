@@ -29,7 +29,7 @@
 //   Each time it wakes while a worker runs, the reactor lets the watchdog look at the
 //   workers (long polls, LIFO slots held by them: runtime/watchdog.hpp); with nothing in the
 //   ring it then sleeps kIdleRingWatchNs, the watchdog's pace. Sleeping unbounded it does
-//   not watch (Scheduler::unwatched()): a worker that fills its empty LIFO slot then wakes it
+//   not watch (Scheduler::unwatched_flag()): a worker that fills its empty LIFO slot then wakes it
 //   (watch()), and so does every woken worker when the long-poll detector is on. (Waking it
 //   at every unpark cost `fanout` with 2 workers 9 %.) Its second look before sleeping
 //   unbounded checks the idle state again.

@@ -21,7 +21,6 @@ struct BlockingPool::State {
     std::chrono::milliseconds shutdown_timeout;
     std::string name;
     std::function<void()> on_start, on_stop;
-    Scheduler* sched;  // null once closed: then nothing is resumed
 
     mutable std::mutex lock;
     std::condition_variable work;      // a job was queued, or the pool closed
@@ -29,10 +28,10 @@ struct BlockingPool::State {
     std::deque<BlockingJob*> queue;    // each holds the pool's reference
     std::size_t alive = 0, idle = 0, running = 0;
     std::uint64_t calls = 0, left_running = 0;
-    bool closed = false;
+    bool closed = false;  // from then on, a call that ends resumes nothing
 };
 
-BlockingPool::BlockingPool(Scheduler& sched, const RuntimeConfig& config) : state_(std::make_shared<State>()) {
+BlockingPool::BlockingPool(const RuntimeConfig& config) : state_(std::make_shared<State>()) {
     State& s = *state_;
     s.max_threads = config.max_blocking_threads;
     s.keep_alive = config.blocking_keep_alive;
@@ -40,7 +39,6 @@ BlockingPool::BlockingPool(Scheduler& sched, const RuntimeConfig& config) : stat
     s.name = thread_name(config, "blocking");
     s.on_start = config.on_thread_start;
     s.on_stop = config.on_thread_stop;
-    s.sched = &sched;
 }
 
 BlockingPool::~BlockingPool() { (void)close(); }
@@ -84,8 +82,8 @@ void BlockingPool::thread_main(std::shared_ptr<State> sp) noexcept {
         lock.lock();
         --s.running;
         ++s.calls;
-        // Under the lock: close() clears s.sched before the scheduler may go away.
-        if (waiter && s.sched != nullptr) schedule_on(sched, waiter);
+        // Under the lock: close() sets s.closed before the scheduler may go away.
+        if (waiter && !s.closed) schedule_on(sched, waiter);
         job->release();
         ++s.idle;
         if (s.closed && s.running == 0) s.all_done.notify_all();
@@ -101,7 +99,6 @@ std::size_t BlockingPool::close() noexcept {
     std::unique_lock lock(s.lock);
     if (s.closed) return s.left_running;
     s.closed = true;
-    s.sched = nullptr;
     for (BlockingJob* job : s.queue) job->release();  // never started: their tasks are destroyed
     s.queue.clear();
     s.work.notify_all();  // idle threads exit

@@ -46,7 +46,7 @@ struct BlockingFigures {
 
 class BlockingPool {
 public:
-    BlockingPool(Scheduler& sched, const RuntimeConfig& config);
+    explicit BlockingPool(const RuntimeConfig& config);
     ~BlockingPool();  // close()s if nobody did
     BlockingPool(const BlockingPool&) = delete;
     BlockingPool& operator=(const BlockingPool&) = delete;

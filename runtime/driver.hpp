@@ -32,7 +32,7 @@ public:
     /// over in batches must stop waiting. True when it will hand some over now.
     virtual bool worker_out_of_work(bool parked) noexcept = 0;
     /// Worker thread: the watchdog (runtime/watchdog.hpp) has something to watch; a driver
-    /// that stopped looking at the workers while all were parked (Scheduler::unwatched())
+    /// that stopped looking at the workers while all were parked (Scheduler::unwatched_flag())
     /// must look again.
     virtual void watch() noexcept = 0;
     /// Called once, with every worker joined: cancels what is in flight, waits for the

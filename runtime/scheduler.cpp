@@ -122,7 +122,7 @@ Scheduler::Scheduler(std::size_t workers, RuntimeConfig config)
     : config_(std::move(config)),
       id_(g_next_id.fetch_add(1, std::memory_order_relaxed)),
       idle_(workers),
-      blocking_(*this, config_) {
+      blocking_(config_) {
     workers_.reserve(workers);
     for (std::size_t i = 0; i < workers; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
     watchdog_ = std::make_unique<Watchdog>(*this);

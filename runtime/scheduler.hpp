@@ -69,9 +69,8 @@ public:
     /// Worker thread that found no work: see Driver::worker_out_of_work.
     bool driver_out_of_work(bool parked) noexcept { return driver_ && driver_->worker_out_of_work(parked); }
     /// Whether the driver sleeps without looking at the workers (it went to sleep with every
-    /// worker parked). Seq_cst, like its store by the driver (set_unwatched): see
-    /// Worker::schedule_next for the pairing.
-    bool unwatched() const noexcept { return unwatched_.load(std::memory_order_seq_cst); }
+    /// worker parked). Workers load it seq_cst, like its store by the driver
+    /// (set_unwatched): see Worker::schedule_next for the pairing.
     const std::atomic<bool>& unwatched_flag() const noexcept { return unwatched_; }
     void set_unwatched(bool v) noexcept { unwatched_.store(v, std::memory_order_seq_cst); }
     /// Worker thread: see Driver::watch.

@@ -216,7 +216,7 @@ void Worker::park() {
             // slot: then a woken worker always makes the driver watch (a seq_cst load, and
             // an eventfd write when it slept unwatched: about 9 % of `fanout` with 2
             // workers, so only when asked for).
-            if (watch_every_poll_ && sched_.unwatched()) sched_.driver_watch();
+            if (watch_every_poll_ && unwatched_->load(std::memory_order_seq_cst)) sched_.driver_watch();
             searching_ = true;  // a notifier counted us as searching
             return;
         }

@@ -171,7 +171,7 @@ private:
 
     Scheduler& sched_;
     const std::size_t index_;
-    const std::atomic<bool>* const unwatched_;  // the scheduler's (Scheduler::unwatched)
+    const std::atomic<bool>* const unwatched_;  // Scheduler::unwatched_flag()
     const bool watch_every_poll_;              // slow_poll_threshold set: see park()
     ChaseLevDeque<void*> deque_;
     Parker parker_;

@@ -12,8 +12,10 @@
 namespace eddy::detail {
 std::int64_t PollState::closed_result(SocketAwaiter::Op op) noexcept {
     switch (op) {
-    case SocketAwaiter::Op::kRecv: return 0;  // end of stream, as a read racing close() would see
+    case SocketAwaiter::Op::kRecv:
+    case SocketAwaiter::Op::kRecvMsg: return 0;  // end of stream, as a read racing close() would see
     case SocketAwaiter::Op::kSend:
+    case SocketAwaiter::Op::kSendMsg:
     case SocketAwaiter::Op::kSendAll: return -EPIPE;
     case SocketAwaiter::Op::kAccept: return -EINVAL;  // what accept(2) says after shutdown
     }

@@ -108,7 +108,9 @@ public:
     bool closed() const noexcept { return closed_flag_.load(std::memory_order_acquire); }
     /// The direction an operation waits for.
     static Dir dir_of(SocketAwaiter::Op op) noexcept {
-        return op == SocketAwaiter::Op::kSend || op == SocketAwaiter::Op::kSendAll ? kWrite : kRead;
+        return op == SocketAwaiter::Op::kSend || op == SocketAwaiter::Op::kSendAll || op == SocketAwaiter::Op::kSendMsg
+                   ? kWrite
+                   : kRead;
     }
     /// What an operation gives once its socket was closed by close() (see SocketIo::close).
     static std::int64_t closed_result(SocketAwaiter::Op op) noexcept;

@@ -55,6 +55,12 @@ bool SocketAwaiter::attempt() noexcept {
             if (n >= 0 && (done_ += static_cast<std::size_t>(n)) < len_) continue;  // more to send
             if (n >= 0) n = static_cast<ssize_t>(len_);
             break;
+        case Op::kRecvMsg:
+            n = ::recvmsg(fd, static_cast<msghdr*>(buf_), MSG_DONTWAIT);
+            break;
+        case Op::kSendMsg:
+            n = ::sendmsg(fd, static_cast<const msghdr*>(buf_), MSG_DONTWAIT | MSG_NOSIGNAL);
+            break;
         default:
             n = ::accept4(fd, static_cast<sockaddr*>(buf_), addrlen_, SOCK_CLOEXEC);
             break;

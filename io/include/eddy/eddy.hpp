@@ -9,6 +9,7 @@
 #include <eddy/io/readiness.hpp>
 #include <eddy/io/signal.hpp>
 #include <eddy/io/sleep.hpp>
+#include <eddy/io/stream.hpp>
 #include <eddy/io/with_timeout.hpp>
 #include <eddy/net/socket_addr.hpp>
 #include <eddy/net/tcp_listener.hpp>

@@ -19,6 +19,7 @@
 
 #include <eddy/io/detail/socket_io.hpp>
 #include <eddy/io/file_descriptor.hpp>
+#include <eddy/io/stream.hpp>
 #include <eddy/net/socket_addr.hpp>
 #include <eddy/tasks/task.hpp>
 
@@ -72,5 +73,7 @@ public:
 private:
     detail::SocketIo io_;
 };
+
+static_assert(io::AsyncStream<TcpStream>);
 
 } // namespace eddy::net

@@ -97,11 +97,14 @@ private:
 class SocketAwaiter : private Runnable {
 public:
     /// kSendAll sends until all `len` bytes are out (waiting whenever the socket is full),
-    /// and gives `len`; the others give what one call did.
-    enum class Op : std::uint8_t { kRecv, kSend, kSendAll, kAccept };
+    /// and gives `len`; the others give what one call did. kRecvMsg/kSendMsg are one
+    /// recvmsg(2)/sendmsg(2) (vectored I/O, datagrams with addresses, ancillary data).
+    enum class Op : std::uint8_t { kRecv, kSend, kSendAll, kAccept, kRecvMsg, kSendMsg };
 
     /// kRecv/kSend/kSendAll: `buf`, `len`. kAccept: `buf` a sockaddr* (or null), `addrlen`
-    /// its length.
+    /// its length. kRecvMsg/kSendMsg: `buf` a msghdr* (its buffers, name and control live
+    /// until the co_await returns; recvmsg fills in its msg_flags, e.g. MSG_TRUNC), `len`
+    /// unused.
     SocketAwaiter(SocketIo& io, Op op, void* buf, std::size_t len, const char* what, std::stop_token token = {},
                   socklen_t* addrlen = nullptr) noexcept
         : Runnable{&SocketAwaiter::retry}, io_(&io), buf_(buf), len_(len), addrlen_(addrlen), what_(what), op_(op), token_(std::move(token)) {}
@@ -135,7 +138,8 @@ private:
     /// false: queued, and the caller must touch nothing of this awaiter any more.
     bool settle_or_wait() noexcept;
     static void retry(Runnable* r) noexcept;
-    /// A read or a write that moved less than asked (kSendAll never settles short).
+    /// A read or a write that moved less than asked (kSendAll never settles short). Not for
+    /// the message operations: a short datagram says nothing about what else is queued.
     bool short_transfer() const noexcept {
         return result_ >= 0 && (op_ == Op::kRecv || op_ == Op::kSend) && static_cast<std::size_t>(result_) < len_;
     }

@@ -1,0 +1,210 @@
+// examples/support/tcp_server.hpp: what the TCP server examples (echo_server, http_hello,
+// kv_server) share, so that each example file shows only its protocol:
+//   * the command line: --host ADDR, --port N (EDDY_PORT fills it in when not given; 0 picks
+//     a free port), --workers N (EDDY_WORKERS, when set, wins: RuntimeConfig's rule);
+//   * the server's life: SIGINT/SIGTERM blocked before the Runtime starts (its threads
+//     inherit the mask, so the signals reach a signalfd), the listener bound before the
+//     "<name> runtime=eddy workers=N listening=ADDR" line is printed, one task per connection
+//     in a TaskGroup, and on SIGINT or SIGTERM the whole group cancelled: every connection's
+//     pending read or write ends with eddy::OperationCancelled, its socket closes as its task
+//     unwinds, and the server prints "<name>: SIGTERM, shut down; N connections closed" and
+//     exits 0;
+//   * where errors go: a connection that fails ends that connection only (a reset or a broken
+//     pipe silently, anything else on stderr); an accept that fails (EMFILE) is reported and
+//     retried after 10 ms, so a lasting error is not a busy loop.
+//
+//     int main(int argc, char** argv) {
+//         return examples::run_tcp_server("echo_server", "a TCP echo server", argc, argv, echo);
+//     }
+// where `echo` is a `eddy::Task<void>(eddy::net::TcpStream)` callable.
+#pragma once
+
+#include <eddy/eddy.hpp>
+#include <eddy/runtime/task_group.hpp>
+
+#include <signal.h>
+
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+namespace examples {
+
+struct ServerOptions {
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 7878;
+    std::optional<std::size_t> workers;
+};
+
+/// Prints why and how to call `name`, then exits: 0 for --help (to stdout), else 2 (stderr).
+[[noreturn]] inline void usage(const char* name, const char* why, int status = 2) {
+    std::fprintf(status == 0 ? stdout : stderr,
+                 "%s: %s\n"
+                 "usage: %s [--host ADDR] [--port N] [--workers N]\n"
+                 "  --host ADDR   IPv4 or IPv6 address to listen on (default 127.0.0.1)\n"
+                 "  --port N      0..65535, 0 picks a free port (default: EDDY_PORT, else 7878)\n"
+                 "  --workers N   worker threads (default one per CPU; EDDY_WORKERS, if set, wins)\n",
+                 name, why, name);
+    std::exit(status);
+}
+
+/// A whole number in [lo, hi], or nullopt.
+inline std::optional<unsigned long> parse_number(std::string_view text, unsigned long lo, unsigned long hi) {
+    unsigned long n = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || n < lo || n > hi)
+        return std::nullopt;
+    return n;
+}
+
+inline ServerOptions parse_server_options(const char* name, const char* description, int argc, char** argv) {
+    ServerOptions o;
+    bool port_given = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view flag = argv[i];
+        if (flag == "--help" || flag == "-h") usage(name, description, 0);
+        if (flag != "--host" && flag != "--port" && flag != "--workers") usage(name, "unknown argument");
+        if (i + 1 == argc) usage(name, "a flag is missing its value");
+        const std::string_view value = argv[++i];
+        if (flag == "--host") {
+            o.host = value;
+        } else if (flag == "--port") {
+            auto port = parse_number(value, 0, 65535);
+            if (!port) usage(name, "--port must be a number from 0 to 65535");
+            o.port = static_cast<std::uint16_t>(*port);
+            port_given = true;
+        } else {
+            // The upper bound is the runtime's to check (it throws std::invalid_argument).
+            auto workers = parse_number(value, 1, std::numeric_limits<unsigned long>::max());
+            if (!workers) usage(name, "--workers must be a whole number, at least 1");
+            o.workers = *workers;
+        }
+    }
+    // The environment only fills in what the command line left out.
+    if (const char* env = std::getenv("EDDY_PORT"); env != nullptr && !port_given) {
+        auto port = parse_number(env, 0, 65535);
+        if (!port) usage(name, "EDDY_PORT must be a number from 0 to 65535");
+        o.port = static_cast<std::uint16_t>(*port);
+    }
+    return o;
+}
+
+namespace detail {
+
+/// What the shutdown line reports.
+struct Shutdown {
+    std::atomic<int> signal{0};               // the signal that stopped us
+    std::atomic<std::size_t> connections{0};  // connections the shutdown closed
+};
+
+/// Runs one connection's handler; its errors end this connection only.
+template <class Handler>
+eddy::Task<void> guard_connection(const char* name, Handler& handler, eddy::net::TcpStream s, Shutdown& shutdown) {
+    try {
+        co_await handler(std::move(s));
+    } catch (const eddy::OperationCancelled&) {
+        // The group was cancelled (shutdown): the socket closed as the handler's frame went.
+        shutdown.connections.fetch_add(1, std::memory_order_relaxed);
+    } catch (const std::system_error& e) {
+        // A reset or a broken pipe is routine for a server: the client went away.
+        if (e.code() != std::errc::connection_reset && e.code() != std::errc::broken_pipe)
+            std::fprintf(stderr, "%s: connection: %s\n", name, e.what());
+    }
+}
+
+/// Accepts until the group is cancelled, each connection a child of the group.
+template <class Handler>
+eddy::Task<void> accept_loop(const char* name, eddy::net::TcpListener& listener, eddy::TaskGroup& group,
+                             Handler& handler, Shutdown& shutdown) {
+    while (!group.cancelled()) {
+        bool failed = false;
+        try {
+            group.spawn(guard_connection(name, handler, co_await listener.accept(), shutdown));
+        } catch (const eddy::OperationCancelled&) {
+            co_return;  // shutdown
+        } catch (const std::system_error& e) {
+            std::fprintf(stderr, "%s: accept: %s\n", name, e.what());
+            failed = true;
+        }
+        // No co_await inside a catch block (C++ forbids it): back off here instead.
+        if (failed) {
+            try {
+                co_await eddy::sleep(std::chrono::milliseconds(10));
+            } catch (const eddy::OperationCancelled&) {
+                co_return;
+            }
+        }
+    }
+}
+
+/// Waits for SIGINT or SIGTERM, then cancels the whole group.
+inline eddy::Task<void> stop_on_signal(eddy::io::SignalSet& signals, eddy::TaskGroup& group, Shutdown& shutdown) {
+    try {
+        shutdown.signal.store(co_await signals.wait(), std::memory_order_relaxed);
+    } catch (const eddy::OperationCancelled&) {
+        co_return;  // the group stopped for another reason
+    }
+    group.cancel();
+}
+
+template <class Handler>
+eddy::Task<void> serve(const char* name, eddy::net::TcpListener listener, eddy::io::SignalSet& signals,
+                       Handler& handler, Shutdown& shutdown) {
+    co_await eddy::task_group([&](eddy::TaskGroup& group) -> eddy::Task<void> {
+        group.spawn(stop_on_signal(signals, group, shutdown));
+        co_await accept_loop(name, listener, group, handler, shutdown);
+    });
+    // Every connection has finished here, its socket closed; the listener closes on return.
+}
+
+} // namespace detail
+
+/// The whole life of a TCP server named `name` whose connections `handler` serves (see the
+/// top of this file). Returns main's exit status.
+template <class Handler>
+int run_tcp_server(const char* name, const char* description, int argc, char** argv, Handler handler) {
+    const ServerOptions options = parse_server_options(name, description, argc, argv);
+    const bool v6 = options.host.find(':') != std::string::npos;
+    eddy::net::SocketAddr addr;
+    try {
+        addr = eddy::net::SocketAddr::parse((v6 ? "[" + options.host + "]" : options.host) + ":" +
+                                            std::to_string(options.port));
+    } catch (const std::invalid_argument&) {
+        usage(name, "--host must be an IPv4 or IPv6 address");
+    }
+    try {
+        // Before the Runtime: its threads inherit the blocked mask.
+        eddy::io::SignalSet signals{SIGINT, SIGTERM};
+        eddy::Runtime rt(eddy::RuntimeConfig{.workers = options.workers});
+        // Bind before printing: once the line is out, connections are accepted.
+        auto listener = eddy::net::TcpListener::bind(addr);
+        std::printf("%s runtime=eddy workers=%zu listening=%s\n", name, rt.workers(),
+                    listener.local_address().to_string().c_str());
+        std::fflush(stdout);  // whoever started us may be waiting for this line on a pipe
+        detail::Shutdown shutdown;
+        rt.block_on(detail::serve(name, std::move(listener), signals, handler, shutdown));
+        const int sig = shutdown.signal.load();
+        const std::size_t closed = shutdown.connections.load();
+        std::printf("%s: %s, shut down; %zu connection%s closed\n", name,
+                    sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "stopped", closed, closed == 1 ? "" : "s");
+        std::fflush(stdout);
+        return 0;
+    } catch (const std::invalid_argument& e) {
+        usage(name, e.what());  // a bad worker count (--workers or EDDY_WORKERS)
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: %s\n", name, e.what());
+        return 1;
+    }
+}
+
+} // namespace examples

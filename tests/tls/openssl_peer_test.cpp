@@ -30,19 +30,11 @@
 #include "tests/tls/tls_helpers.hpp"
 
 using namespace eddy::test::tls;  // the helpers of this folder
-using eddy::Runtime;
-using eddy::RuntimeConfig;
-using eddy::Task;
-using eddy::net::SocketAddr;
-using eddy::net::TcpListener;
-using eddy::test::run;
 using eddy::test::child::ChildProcess;
 using eddy::test::child::Program;
 namespace tls = eddy::tls;
 
 namespace {
-
-bool contains(const std::string& text, const char* part) { return text.find(part) != std::string::npos; }
 
 // A port nobody listens on right now (bound, then released for the child to take).
 std::uint16_t free_port() { return TcpListener::bind(SocketAddr::loopback_v4(0)).local_address().port(); }

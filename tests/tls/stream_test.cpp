@@ -28,21 +28,13 @@
 #include "tests/tls/tls_helpers.hpp"
 
 using namespace eddy::test::tls;  // the helpers of this folder
-using eddy::Runtime;
-using eddy::RuntimeConfig;
-using eddy::Task;
-using eddy::net::SocketAddr;
-using eddy::net::TcpListener;
 using eddy::test::bytes;
 using eddy::test::pattern;
-using eddy::test::run;
 namespace tls = eddy::tls;
 
 static_assert(eddy::io::AsyncStream<TlsStream>);
 
 namespace {
-
-bool contains(const std::string& text, const char* part) { return text.find(part) != std::string::npos; }
 
 // A client (its own Context) that connects to a server (certs().server() or `server_ctx`)
 // and the failures both ends report.

@@ -18,6 +18,7 @@
 
 #include <eddy/net/tcp_listener.hpp>
 #include <eddy/net/tcp_stream.hpp>
+#include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/when_all.hpp>
 #include <eddy/tasks/task.hpp>
 #include <eddy/tls/context.hpp>
@@ -28,6 +29,14 @@
 #include "tests/support/net_helpers.hpp"
 
 namespace eddy::test::tls {
+
+// The names every TLS test uses: `using namespace eddy::test::tls;` brings them in too.
+using eddy::Runtime;
+using eddy::RuntimeConfig;
+using eddy::Task;
+using eddy::net::SocketAddr;
+using eddy::net::TcpListener;
+using eddy::test::run;
 
 using TlsStream = eddy::tls::Stream<net::TcpStream>;
 
@@ -162,6 +171,8 @@ inline Task<std::string> read_text_exact(TlsStream& s, std::size_t want) {
     }
     co_return all;
 }
+
+inline bool contains(const std::string& text, const char* part) { return text.find(part) != std::string::npos; }
 
 /// The tls::Error a task throws (REQUIREs that it throws one); its code and message.
 struct TlsFailure {

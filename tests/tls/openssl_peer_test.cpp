@@ -4,7 +4,8 @@
 // TLS 1.3 and 1.2, the server's certificate refused without the CA, and s_server killed
 // mid-session (a close without close_notify: errc::truncated). eddy as server: s_client
 // verifies us and exchanges a line, and an s_client that does not trust us aborts the
-// handshake with an alert that accept() reports.
+// handshake with an alert that accept() reports. And a client that asks for TLS 1.3 at
+// least refuses a server that offers 1.2 only.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -177,4 +178,16 @@ TEST_CASE("eddy server, s_client that does not trust it: accept() reports the cl
     REQUIRE(e.has_value());
     CHECK(e->status != 0);
     CHECK(contains(e->err, "verify error"));
+}
+
+TEST_CASE("set_min_version(kTls13): an eddy client refuses an s_server that speaks TLS 1.2 only") {
+    openssl_program();
+    SServer server({"-www", "-tls1_2"});
+    auto ctx = certs().client();
+    ctx.set_min_version(tls::Version::kTls13);
+    Runtime rt(RuntimeConfig{.workers = 2});
+    const TlsFailure f = run(rt, tls_error_of(connect_tls(server.addr(), ctx, "localhost")));
+    CHECK(f.code == tls::errc::protocol);
+    CHECK(contains(f.what, "eddy::tls::Stream::connect: tlsv1 alert protocol version"));
+    server.process.stop();
 }

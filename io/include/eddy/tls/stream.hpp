@@ -87,9 +87,10 @@ public:
         if (buf.empty()) co_return 0;
         for (;;) {
             const Engine::Step s = engine_->read(buf, "eddy::tls::Stream::read");
-            if (s.status == Status::kFailed) co_await fail(s, false);
-            co_await send_if_free();  // a TLS 1.3 key-update answer, say
+            // Data goes back at once: a send that failed or was cancelled now would lose it.
             if (s.status == Status::kDone) co_return s.n;
+            if (s.status == Status::kFailed) co_await fail(s, false);
+            co_await send_if_free();  // what reading queued (a TLS 1.3 key-update answer), before waiting
             if (s.status == Status::kClosed) co_return 0;
             engine_->commit_input(co_await stream_.read(engine_->input_space()));
         }

@@ -2,10 +2,13 @@
 // tls::Context's setup errors. A round trip with ALPN and a clean close (read() == 0), a
 // megabyte each way with a reader and a writer running at once on each end, every way a
 // certificate is refused (untrusted CA, self-signed, wrong host name, wrong IP address), a
+// failure that leaves no error queued for the next OpenSSL user of the thread, a
 // peer that closes the TCP connection without close_notify (mid-stream and mid-handshake),
 // a cancelled read that leaves the stream usable, a cancelled write whose accepted records
 // go out with the next write, and each documented misuse error.
 #include <doctest/doctest.h>
+
+#include <openssl/err.h>
 
 #include <chrono>
 #include <cstddef>
@@ -113,6 +116,17 @@ TEST_CASE("a self-signed certificate is refused") {
     CHECK(r.client.code == tls::errc::certificate);
     CHECK(contains(r.client.what, "certificate verify failed: self-signed certificate"));
     CHECK(r.server.code == tls::errc::protocol);
+}
+
+TEST_CASE("a failure leaves the worker's OpenSSL error queue empty") {
+    // One worker: every OpenSSL call of both ends ran on the thread that checks the queue.
+    Runtime rt(RuntimeConfig{.workers = 1});
+    run(rt, []() -> Task<void> {
+        const Refusal r = co_await refused(tls::Context::client(), certs().server(), "localhost");
+        CHECK(r.client.code == tls::errc::certificate);
+        CHECK(r.server.code == tls::errc::protocol);
+        CHECK(ERR_peek_error() == 0);
+    }());
 }
 
 TEST_CASE("a certificate for another name or address is refused") {

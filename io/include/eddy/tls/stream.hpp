@@ -20,9 +20,11 @@
 // (ECONNRESET, EPIPE, ...) pass through as std::system_error with the errno. After a TLS
 // failure the session is dead: every later read/write throws the same error.
 //
-// Concurrency: one read and one write (or shutdown) may be pending at once, from two tasks;
-// not two reads, nor two writes. Buffers must stay valid until the co_await returns; the
-// Stream must not be moved or destroyed while an operation is pending.
+// Concurrency: one read at a time (reads share one input buffer), while writes and shutdown
+// run from any number of tasks: they take turns under an eddy::Mutex, so each call's records
+// leave whole, in the order the calls got it. Call from tasks on a runtime's workers.
+// Buffers must stay valid until the co_await returns; the Stream must not be moved or
+// destroyed while an operation is pending.
 //
 // Cancellation (the awaiting task's, as for every eddy operation): the operation throws
 // eddy::OperationCancelled. A cancelled read has consumed nothing: reading may go on. A

@@ -167,11 +167,19 @@ TEST_CASE("a peer that closes during the handshake: errc::truncated") {
     Runtime rt(RuntimeConfig{.workers = 2});
     run(rt, []() -> Task<void> {
         auto listener = TcpListener::bind(SocketAddr::loopback_v4(0));
-        auto hang_up = [](TcpListener& l) -> Task<void> { (co_await l.accept()).close(); };
-        auto [f, done] = co_await eddy::when_all(tls_error_of(connect_tls(listener.local_address(), certs().client())),
-                                                 hang_up(listener));
-        (void)done;
+        // FIN at once, and no close(): closing with the ClientHello unread would send a RST
+        // (ECONNRESET, a socket error, not this test's case). The client drops its socket
+        // after the failure, which ends the read.
+        auto hang_up = [](TcpListener& l) -> Task<std::string> {
+            eddy::net::TcpStream s = co_await l.accept();
+            s.shutdown();
+            co_return co_await eddy::test::read_to_end(s);
+        };
+        auto [f, hello] = co_await eddy::when_all(tls_error_of(connect_tls(listener.local_address(), certs().client())),
+                                                  hang_up(listener));
         CHECK(f.code == tls::errc::truncated);
+        REQUIRE(!hello.empty());
+        CHECK(hello[0] == '\x16');  // a TLS handshake record: the ClientHello
     }());
 }
 

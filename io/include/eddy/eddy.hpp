@@ -36,3 +36,11 @@
 #include <eddy/tasks/cancellation.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
+
+// eddy::tls, when this build has it (OpenSSL found; <eddy/config.hpp> says).
+#include <eddy/config.hpp>
+#if EDDY_HAS_TLS
+#include <eddy/tls/context.hpp>
+#include <eddy/tls/error.hpp>
+#include <eddy/tls/stream.hpp>
+#endif

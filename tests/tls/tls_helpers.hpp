@@ -1,0 +1,192 @@
+// tests/tls/tls_helpers.hpp: what the TLS tests share: the `openssl` command (the test is
+// skipped, exit 77, where it is missing), a throwaway CA and a server certificate for
+// 127.0.0.1 and localhost made with it in a TempDir, run as child processes with bounded
+// waits (tests/support/child_process.hpp), and a TCP connection wrapped in TLS on both ends.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <eddy/net/tcp_listener.hpp>
+#include <eddy/net/tcp_stream.hpp>
+#include <eddy/runtime/runtime.hpp>
+#include <eddy/runtime/when_all.hpp>
+#include <eddy/tasks/task.hpp>
+#include <eddy/tls/context.hpp>
+#include <eddy/tls/error.hpp>
+#include <eddy/tls/stream.hpp>
+
+#include "tests/support/child_process.hpp"
+#include "tests/support/net_helpers.hpp"
+
+namespace eddy::test::tls {
+
+// The names every TLS test uses: `using namespace eddy::test::tls;` brings them in too.
+using eddy::Runtime;
+using eddy::RuntimeConfig;
+using eddy::Task;
+using eddy::net::SocketAddr;
+using eddy::net::TcpListener;
+using eddy::test::run;
+
+using TlsStream = eddy::tls::Stream<net::TcpStream>;
+
+/// The environment variable ChildProcess reads the openssl binary's path from.
+inline constexpr const char* kOpensslEnv = "EDDY_TEST_OPENSSL";
+
+/// The `openssl` command, found on PATH once; skips the whole test (77) if there is none.
+inline const child::Program& openssl_program() {
+    static const child::Program program = [] {
+        if (std::getenv(kOpensslEnv) == nullptr) {
+            const char* path = std::getenv("PATH");
+            std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
+            std::optional<std::string> found;
+            for (std::size_t at = 0; at <= dirs.size() && !found;) {
+                std::size_t end = dirs.find(':', at);
+                if (end == std::string::npos) end = dirs.size();
+                const std::string candidate = dirs.substr(at, end - at) + "/openssl";
+                if (end > at && ::access(candidate.c_str(), X_OK) == 0) found = candidate;
+                at = end + 1;
+            }
+            if (!found) {
+                std::printf("SKIP: no openssl command on PATH (apt-get install openssl)\n");
+                std::fflush(stdout);
+                std::_Exit(77);
+            }
+            ::setenv(kOpensslEnv, found->c_str(), 1);
+        }
+        return child::Program{"openssl", kOpensslEnv, {}};
+    }();
+    return program;
+}
+
+/// Runs `openssl args...` to its end (bounded by kDeadline) and requires success.
+inline void openssl(std::vector<std::string> args) {
+    child::ChildProcess p(openssl_program(), args, {});
+    const std::optional<child::Exit> e = p.wait_exit();
+    REQUIRE_MESSAGE(e.has_value(), "openssl " << args.at(0) << " did not finish");
+    REQUIRE_MESSAGE(e->status == 0, "openssl " << args.at(0) << " failed: " << e->err);
+}
+
+/// A throwaway CA (ca.pem, ca.key: self-signed, so also a certificate nobody trusts) and a
+/// server certificate it signed (server.pem, server.key) for IP 127.0.0.1 and DNS localhost.
+class Certs {
+public:
+    Certs() {
+        std::ofstream(dir_.file("openssl.cnf")) << "[req]\ndistinguished_name = dn\nprompt = no\n"
+                                                   "[dn]\nCN = eddy test\n"
+                                                   "[ca_ext]\nbasicConstraints = critical,CA:TRUE\n"
+                                                   "keyUsage = critical,keyCertSign,cRLSign\n"
+                                                   "subjectKeyIdentifier = hash\n"
+                                                   "[server_ext]\nbasicConstraints = CA:FALSE\n"
+                                                   "subjectAltName = IP:127.0.0.1,DNS:localhost\n"
+                                                   "extendedKeyUsage = serverAuth\n";
+        const std::vector<std::string> key = {"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"};
+        auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+            a.insert(a.end(), b.begin(), b.end());
+            return a;
+        };
+        openssl(with({"req", "-x509", "-config", cnf(), "-extensions", "ca_ext", "-days", "2", "-subj",
+                      "/CN=eddy test CA", "-keyout", ca_key(), "-out", ca()},
+                     key));
+        openssl(with({"req", "-new", "-config", cnf(), "-subj", "/CN=localhost", "-keyout", server_key(), "-out",
+                      dir_.file("server.csr")},
+                     key));
+        openssl({"x509", "-req", "-in", dir_.file("server.csr"), "-CA", ca(), "-CAkey", ca_key(), "-CAcreateserial",
+                 "-days", "2", "-extfile", cnf(), "-extensions", "server_ext", "-out", server_cert()});
+    }
+
+    std::string ca() const { return dir_.file("ca.pem"); }
+    std::string ca_key() const { return dir_.file("ca.key"); }
+    std::string server_cert() const { return dir_.file("server.pem"); }
+    std::string server_key() const { return dir_.file("server.key"); }
+    std::string file(const char* name) const { return dir_.file(name); }
+
+    /// A client context trusting this CA; a server context with the server certificate.
+    eddy::tls::Context client() const {
+        auto ctx = eddy::tls::Context::client();
+        ctx.load_verify_file(ca());
+        return ctx;
+    }
+    eddy::tls::Context server() const { return eddy::tls::Context::server(server_cert(), server_key()); }
+
+private:
+    std::string cnf() const { return dir_.file("openssl.cnf"); }
+    TempDir dir_;
+};
+
+/// The certificates, made once per test program (each openssl run is a process).
+inline const Certs& certs() {
+    static const Certs c;
+    return c;
+}
+
+/// Both ends of one TLS connection over loopback.
+struct TlsPair {
+    TlsStream client;
+    TlsStream server;
+};
+
+/// The server's and the client's half of a connection over 127.0.0.1 (`name`: what the
+/// client verifies).
+inline Task<TlsStream> accept_tls(net::TcpListener& listener, eddy::tls::Context ctx) {
+    co_return co_await TlsStream::accept(std::move(ctx), co_await listener.accept());
+}
+inline Task<TlsStream> connect_tls(net::SocketAddr addr, eddy::tls::Context ctx, std::string name = "localhost") {
+    co_return co_await TlsStream::connect(std::move(ctx), co_await net::TcpStream::connect(addr), std::move(name));
+}
+
+/// Connects over 127.0.0.1 and runs both handshakes at once.
+inline Task<TlsPair> tls_pair(eddy::tls::Context client_ctx, eddy::tls::Context server_ctx) {
+    auto listener = net::TcpListener::bind(net::SocketAddr::loopback_v4(0));
+    auto [c, s] = co_await when_all(connect_tls(listener.local_address(), std::move(client_ctx)),
+                                    accept_tls(listener, std::move(server_ctx)));
+    co_return TlsPair{std::move(c), std::move(s)};
+}
+
+/// One read (as a task of its own, for error_of and with_timeout); the bytes as text.
+inline Task<std::string> read_text(TlsStream& s, std::size_t max = 4096) {
+    std::string buf(max, '\0');
+    const std::size_t n = co_await s.read(std::as_writable_bytes(std::span(buf)));
+    buf.resize(n);
+    co_return buf;
+}
+
+/// Reads until `want` bytes have arrived (or end of stream).
+inline Task<std::string> read_text_exact(TlsStream& s, std::size_t want) {
+    std::string all;
+    while (all.size() < want) {
+        std::string part = co_await read_text(s, want - all.size());
+        if (part.empty()) break;
+        all += part;
+    }
+    co_return all;
+}
+
+inline bool contains(const std::string& text, const char* part) { return text.find(part) != std::string::npos; }
+
+/// The tls::Error a task throws (REQUIREs that it throws one); its code and message.
+struct TlsFailure {
+    std::error_code code;
+    std::string what;
+};
+template <class T>
+Task<TlsFailure> tls_error_of(Task<T> task) {
+    try {
+        (void)co_await std::move(task);
+    } catch (const eddy::tls::Error& e) {
+        co_return TlsFailure{e.code(), e.what()};
+    }
+    co_return TlsFailure{};
+}
+
+} // namespace eddy::test::tls

@@ -25,6 +25,10 @@ ssize_t attempt(const IoOperation& op) noexcept {
         return ::send(op.fd, op.addr, op.len, MSG_DONTWAIT | MSG_NOSIGNAL);
     case IoKind::kRecv:
         return ::recv(op.fd, op.addr, op.len, MSG_DONTWAIT);
+    case IoKind::kReadv: {
+        const off_t off = op.offset == ~std::uint64_t{0} ? -1 : static_cast<off_t>(op.offset);
+        return ::preadv2(op.fd, static_cast<const iovec*>(op.addr), static_cast<int>(op.len), off, RWF_NOWAIT);
+    }
     default: {  // kRead; offset ~0 is -1 as off_t: the current file position, as read(2)
         iovec iov{op.addr, op.len};
         const off_t off = op.offset == ~std::uint64_t{0} ? -1 : static_cast<off_t>(op.offset);
@@ -38,7 +42,8 @@ bool would_block(int err) noexcept { return err == EAGAIN || err == EWOULDBLOCK;
 } // namespace
 
 bool try_now(IoOperation& op) noexcept {
-    if (op.io != IoKind::kSend && op.io != IoKind::kRecv && op.io != IoKind::kRead) return false;
+    if (op.io != IoKind::kSend && op.io != IoKind::kRecv && op.io != IoKind::kRead && op.io != IoKind::kReadv)
+        return false;
     ssize_t n;
     while ((n = attempt(op)) < 0 && errno == EINTR) {
     }
@@ -48,7 +53,8 @@ bool try_now(IoOperation& op) noexcept {
     }
     const int err = errno;
     op.result = -err;
-    if (op.io == IoKind::kRead) return !would_block(err) && err != EOPNOTSUPP;  // no NOWAIT support
+    if (op.io == IoKind::kRead || op.io == IoKind::kReadv)
+        return !would_block(err) && err != EOPNOTSUPP;  // no NOWAIT support
     // A socket that is not ready: the kernel should wait for readiness before trying again.
     op.poll_first = would_block(err);
     return !op.poll_first;

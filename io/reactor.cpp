@@ -69,7 +69,7 @@ std::int64_t now_ns() noexcept {
 }
 
 bool waits_for_write(IoKind k) noexcept {
-    return k == IoKind::kWrite || k == IoKind::kSend || k == IoKind::kSendMsg || k == IoKind::kConnect;
+    return k == IoKind::kWrite || k == IoKind::kWritev || k == IoKind::kSend || k == IoKind::kSendMsg || k == IoKind::kConnect;
 }
 
 bool pollable(IoKind k) noexcept { return k != IoKind::kFsync && k != IoKind::kOpenAt && k != IoKind::kPoll; }
@@ -418,6 +418,12 @@ void Reactor::start_io(IoOperation* op) {
         break;
     case IoKind::kPoll:
         io_uring_prep_poll_add(sqe, op->fd, op->len);
+        break;
+    case IoKind::kReadv:
+        io_uring_prep_readv(sqe, op->fd, static_cast<const iovec*>(op->addr), op->len, op->offset);
+        break;
+    case IoKind::kWritev:
+        io_uring_prep_writev(sqe, op->fd, static_cast<const iovec*>(op->addr), op->len, op->offset);
         break;
     }
     // The worker's own attempt just found the socket not ready: have the kernel wait for

@@ -3,13 +3,19 @@
 
 #include <eddy/fs/file.hpp>
 #include <eddy/fs/read_file.hpp>
+#include <eddy/io/buf_reader.hpp>
+#include <eddy/io/buf_writer.hpp>
+#include <eddy/io/descriptor_stream.hpp>
 #include <eddy/io/file_descriptor.hpp>
+#include <eddy/io/frames.hpp>
 #include <eddy/io/pipe.hpp>
 #include <eddy/io/read_write.hpp>
 #include <eddy/io/readiness.hpp>
 #include <eddy/io/signal.hpp>
 #include <eddy/io/sleep.hpp>
 #include <eddy/io/stream.hpp>
+#include <eddy/io/stream_errors.hpp>
+#include <eddy/io/stream_ops.hpp>
 #include <eddy/io/with_timeout.hpp>
 #include <eddy/net/socket_addr.hpp>
 #include <eddy/net/tcp_listener.hpp>

@@ -56,6 +56,18 @@ public:
         return write_all(std::as_bytes(std::span(text)), std::move(token));
     }
 
+    /// One recvmsg(2) into several buffers, in order; 0 at end of stream. The iovecs and
+    /// their buffers stay valid until the co_await returns.
+    [[nodiscard]] detail::VectoredAwaiter read_vectored(std::span<const iovec> bufs, std::stop_token token = {}) noexcept {
+        return detail::VectoredAwaiter(io_, false, bufs.data(), bufs.size(), "eddy::net::TcpStream::read_vectored",
+                                       std::move(token));
+    }
+    /// One sendmsg(2) of several buffers, in order; gives the count written (may be short).
+    [[nodiscard]] detail::VectoredAwaiter write_vectored(std::span<const iovec> bufs, std::stop_token token = {}) noexcept {
+        return detail::VectoredAwaiter(io_, true, bufs.data(), bufs.size(), "eddy::net::TcpStream::write_vectored",
+                                       std::move(token));
+    }
+
     enum class Shutdown { kRead = 0, kWrite = 1, kBoth = 2 };
     /// Shuts down one or both directions (shutdown(2)): after kWrite the peer reads 0.
     void shutdown(Shutdown how = Shutdown::kWrite);

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <atomic>
 #include <cerrno>
@@ -166,6 +167,21 @@ private:
     // Destroyed first: a callback's destructor waits for a cancel running on another thread.
     std::optional<std::stop_callback<CancelWait>> own_cancel_;
     std::optional<std::stop_callback<CancelWait>> task_cancel_;
+};
+
+/// One recvmsg/sendmsg over an iovec array (TcpStream::read_vectored, write_vectored): the
+/// msghdr lives in the awaiter, which is built in place where it is awaited (it cannot move).
+class VectoredAwaiter : public SocketAwaiter {
+public:
+    VectoredAwaiter(SocketIo& io, bool write, const iovec* iov, std::size_t count, const char* what,
+                    std::stop_token token) noexcept
+        : SocketAwaiter(io, write ? Op::kSendMsg : Op::kRecvMsg, &msg_, 0, what, std::move(token)) {
+        msg_.msg_iov = const_cast<iovec*>(iov);
+        msg_.msg_iovlen = count;
+    }
+
+private:
+    msghdr msg_{};
 };
 
 } // namespace eddy::detail

@@ -1,0 +1,46 @@
+// eddy/io/descriptor_stream.hpp: io::DescriptorStream, a byte stream (eddy/io/stream.hpp)
+// over a descriptor that is not a socket: a pipe end, a FIFO, a character device, a file read
+// or written at its position. It owns the descriptor.
+//
+//     eddy::io::Pipe p = eddy::io::pipe();
+//     eddy::io::DescriptorStream in(std::move(p.read_end));
+//     eddy::io::BufReader lines(in);
+//
+// Reads and writes go through io::read / io::write (eddy/io/read_write.hpp): the same
+// errors (std::system_error with the errno), cancellation and fast paths.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <stop_token>
+#include <utility>
+
+#include <eddy/io/file_descriptor.hpp>
+#include <eddy/io/read_write.hpp>
+#include <eddy/io/stream.hpp>
+
+namespace eddy::io {
+
+class DescriptorStream {
+public:
+    explicit DescriptorStream(FileDescriptor fd) noexcept : fd_(std::move(fd)) {}
+
+    /// Up to buf.size() bytes; 0 at end of file (a pipe whose writers all closed).
+    [[nodiscard]] auto read(std::span<std::byte> buf, std::stop_token token = {}) noexcept {
+        return io::read(fd_.get(), buf, std::move(token));
+    }
+    /// Some of `data` (at least one byte unless it is empty).
+    [[nodiscard]] auto write(std::span<const std::byte> data, std::stop_token token = {}) noexcept {
+        return io::write(fd_.get(), data, std::move(token));
+    }
+
+    void close() { fd_.close(); }
+    int native_handle() const noexcept { return fd_.get(); }
+
+private:
+    FileDescriptor fd_;
+};
+
+static_assert(AsyncStream<DescriptorStream>);
+
+} // namespace eddy::io

@@ -46,6 +46,39 @@ exec 3>&-
 tail -n +2 "$svc_out"
 rm -f "$svc_out"
 
+# A server started in the background: start_server NAME, then $srv_pid, $srv_out and $port.
+start_server() {
+    srv_out=$(mktemp)
+    "./build/examples/$1" --port 0 --workers 2 >"$srv_out" &
+    srv_pid=$!
+    for _ in $(seq 100); do
+        grep -q ' listening=' "$srv_out" && break
+        sleep 0.1
+    done
+    head -n 1 "$srv_out"
+    port=$(sed -n 's/.* listening=[^ ]*:\([0-9]*\).*/\1/p' "$srv_out")
+}
+stop_server() {
+    kill -TERM "$srv_pid"
+    wait "$srv_pid" || echo "(exited with status $?)"
+    tail -n +2 "$srv_out"
+    rm -f "$srv_out"
+}
+echo "== examples/http_hello (HTTP/1.1 keep-alive on BufReader/BufWriter; two pipelined requests, then wrk for 2 s)"
+start_server http_hello
+exec 3<>"/dev/tcp/127.0.0.1/$port"
+printf 'GET / HTTP/1.1\r\nHost: demo\r\n\r\nGET /missing HTTP/1.1\r\nConnection: close\r\n\r\n' >&3
+timeout 10 cat <&3 | sed 's/^/  /' || true
+exec 3>&-
+wrk -t1 -c16 -d2s "http://127.0.0.1:$port/" | sed 's/^/  wrk: /'
+stop_server
+echo "== examples/kv_server (the Redis protocol: redis-cli, then redis-benchmark for SET and GET)"
+start_server kv_server
+redis-cli -p "$port" SET greeting "hello from eddy" | sed 's/^/  redis-cli: /'
+redis-cli -p "$port" GET greeting | sed 's/^/  redis-cli: /'
+redis-benchmark -p "$port" -c 16 -n 20000 -t set,get -q | tr '\r' '\n' | grep 'per second' | sed 's/^/  redis-benchmark: /'
+stop_server
+
 # The Tokio anchor needs cargo >= 1.65 (it uses let-else): Debian 12's own (installed above) is
 # 1.65; a newer one first on PATH (rustup) works too.
 anchors=../shared/anchors/tokio-bench
@@ -54,6 +87,9 @@ if [[ -d "$anchors" ]] && command -v cargo >/dev/null; then
     if ((cargo_minor >= 65)); then
         echo "== building the Tokio anchor (cargo, offline, Debian crate sources)"
         (cd "$anchors" && cargo build --release --offline --quiet) || echo "(Tokio anchor did not build; eddy only)"
+        echo "== building the Tokio servers (benchmarks/tokio-servers: http_hello, kv_server)"
+        (cd benchmarks/tokio-servers && cargo build --release --offline --quiet) ||
+            echo "(Tokio servers did not build; their rows show eddy only)"
     else
         echo "(cargo $(cargo --version | cut -d' ' -f2) is too old for the Tokio anchor: eddy only)"
     fi

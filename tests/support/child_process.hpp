@@ -306,4 +306,17 @@ private:
     bool checked_ = false;  // the test looked at how it ended
 };
 
+/// An example server (echo_server, http_hello, kv_server, ...) started on a free port with
+/// two workers unless told otherwise; port() reads its first line.
+class ServerProcess : public ChildProcess {
+public:
+    explicit ServerProcess(const Program& program, std::vector<std::string> args = {"--port", "0", "--workers", "2"},
+                           std::vector<std::string> env = {}, rlim_t max_files = 0)
+        : ChildProcess(program, std::move(args), std::move(env), max_files) {}
+
+    /// Its port, from the first line "<name> runtime=eddy workers=N listening=ADDR"; `workers`
+    /// gets N. Skips the whole test (77) if the server cannot use io_uring here.
+    std::uint16_t port(std::size_t* workers = nullptr) { return listening_port(first_line(), workers); }
+};
+
 } // namespace eddy::test::child

@@ -51,18 +51,17 @@ public:
     /// Sends `text` (small: one send) and returns what comes back once it holds `lines` line
     /// ends (or whatever came before kDeadline or end of stream).
     std::string request(const std::string& text, std::size_t lines) {
-        REQUIRE(::send(fd_, text.data(), text.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(text.size()));
-        std::string got;
-        const auto deadline = Clock::now() + kDeadline;
-        while (static_cast<std::size_t>(std::count(got.begin(), got.end(), '\n')) < lines) {
-            pollfd p{fd_, POLLIN, 0};
-            if (::poll(&p, 1, ms_left(deadline)) <= 0) break;
-            char buf[4096];
-            const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-            if (n > 0) got.append(buf, static_cast<std::size_t>(n));
-            else if (n == 0 || (errno != EAGAIN && errno != EINTR)) break;
-        }
-        return got;
+        send_all(text);
+        return receive_until([lines](const std::string& got) {
+            return static_cast<std::size_t>(std::count(got.begin(), got.end(), '\n')) >= lines;
+        });
+    }
+
+    /// Sends `text` (small: one send) and returns what comes back once it holds `size` bytes
+    /// (or whatever came before kDeadline or end of stream).
+    std::string request_bytes(const std::string& text, std::size_t size) {
+        send_all(text);
+        return receive_until([size](const std::string& got) { return got.size() >= size; });
     }
 
     /// Closes with a reset (RST) instead of an orderly FIN: the peer's next read or write on
@@ -74,20 +73,40 @@ public:
     }
 
     /// Waits until the peer closes its side: true if recv returns 0 (end of stream) before
-    /// kDeadline with no further data.
-    bool sees_end_of_stream() {
+    /// kDeadline with no further data, or, when `reset_too`, fails with ECONNRESET (a peer
+    /// that closes with our bytes still unread in its buffer sends a reset).
+    bool sees_end_of_stream(bool reset_too = false) {
         const auto deadline = Clock::now() + kDeadline;
         for (;;) {
             pollfd p{fd_, POLLIN, 0};
             if (::poll(&p, 1, ms_left(deadline)) <= 0) return false;
             char c;
             const ssize_t n = ::recv(fd_, &c, 1, 0);
-            if (n == 0) return true;
+            if (n == 0 || (n < 0 && reset_too && errno == ECONNRESET)) return true;
             if (n > 0 || (errno != EAGAIN && errno != EINTR)) return false;
         }
     }
 
 private:
+    void send_all(const std::string& text) {
+        REQUIRE(::send(fd_, text.data(), text.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(text.size()));
+    }
+    /// Receives until `done(what came)`, kDeadline or end of stream.
+    template <class Done>
+    std::string receive_until(Done done) {
+        std::string got;
+        const auto deadline = Clock::now() + kDeadline;
+        while (!done(got)) {
+            pollfd p{fd_, POLLIN, 0};
+            if (::poll(&p, 1, ms_left(deadline)) <= 0) break;
+            char buf[4096];
+            const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+            if (n > 0) got.append(buf, static_cast<std::size_t>(n));
+            else if (n == 0 || (errno != EAGAIN && errno != EINTR)) break;
+        }
+        return got;
+    }
+
     int fd_ = -1;
 };
 

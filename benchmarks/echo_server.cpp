@@ -2,11 +2,31 @@
 // with a 4 KiB buffer, until killed (shared/bench/SPEC.md). ../shared/anchors/loadgen drives
 // it and prints the result line. Prints "echo_server runtime=eddy workers=N listening=ADDR"
 // once it accepts connections.
+// --buffered 1 echoes through io::BufReader / io::BufWriter instead (fill_buf, write_all,
+// consume, flush when nothing more is buffered): what the buffered path costs over the
+// hand-written loop (README, "Buffered streams").
 #include "bench_main.hpp"
 
 #include <array>
 
 namespace {
+
+eddy::Task<void> serve_buffered(eddy::net::TcpStream s) {
+    try {
+        s.set_nodelay(true);
+        eddy::io::BufReader in(s, 4096);
+        eddy::io::BufWriter out(s, 4096);
+        for (;;) {
+            const auto chunk = co_await in.fill_buf();
+            if (chunk.empty()) co_return;
+            co_await out.write_all(chunk);
+            in.consume(chunk.size());
+            if (in.buffer().empty()) co_await out.flush();
+        }
+    } catch (const std::system_error&) {
+        // The client reset the connection: this one ends, the server goes on.
+    }
+}
 
 eddy::Task<void> serve(eddy::net::TcpStream s) {
     std::array<std::byte, 4096> buf;
@@ -22,7 +42,7 @@ eddy::Task<void> serve(eddy::net::TcpStream s) {
     }
 }
 
-eddy::Task<void> listen(std::uint16_t port, std::size_t workers) {
+eddy::Task<void> listen(std::uint16_t port, std::size_t workers, bool buffered) {
     auto listener = eddy::net::TcpListener::bind(eddy::net::SocketAddr::loopback_v4(port));
     std::printf("echo_server runtime=eddy workers=%zu listening=%s\n", workers,
                 listener.local_address().to_string().c_str());
@@ -30,7 +50,8 @@ eddy::Task<void> listen(std::uint16_t port, std::size_t workers) {
     for (;;) {
         bool failed = false;
         try {
-            eddy::spawn(serve(co_await listener.accept()));
+            auto conn = co_await listener.accept();
+            eddy::spawn(buffered ? serve_buffered(std::move(conn)) : serve(std::move(conn)));
         } catch (const std::system_error& e) {
             std::fprintf(stderr, "echo_server: accept: %s\n", e.what());
             failed = true;
@@ -42,12 +63,12 @@ eddy::Task<void> listen(std::uint16_t port, std::size_t workers) {
 } // namespace
 
 int main(int argc, char** argv) {
-    bench::Args args(argc, argv, "echo_server", {{"port", 7878}});
+    bench::Args args(argc, argv, "echo_server", {{"port", 7878}, {"buffered", 0}});
     const std::uint64_t port = args.get("port");
     if (port > 65535) bench::fail("echo_server", "--port out of range");
     eddy::Runtime rt(args.config());
     try {
-        rt.block_on(listen(static_cast<std::uint16_t>(port), rt.workers()));
+        rt.block_on(listen(static_cast<std::uint16_t>(port), rt.workers(), args.get("buffered") != 0));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "echo_server: %s\n", e.what());
         return 1;

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <algorithm>
+#include <coroutine>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -34,8 +35,10 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
+#include <eddy/io/detail/nested_await.hpp>
 #include <eddy/io/stream.hpp>
 #include <eddy/io/stream_errors.hpp>
 #include <eddy/tasks/task.hpp>
@@ -78,11 +81,8 @@ public:
     std::span<const std::byte> buffer() const noexcept { return {buf_.get() + begin_, end_ - begin_}; }
 
     /// The buffered bytes, reading once from the stream if there are none; an empty span at
-    /// end of stream. consume() what was used.
-    Task<std::span<const std::byte>> fill_buf() {
-        if (begin_ == end_) co_await refill();
-        co_return buffer();
-    }
+    /// end of stream. consume() what was used. (An awaiter: no coroutine frame per call.)
+    [[nodiscard]] auto fill_buf() noexcept { return FillBuf(*this); }
 
     /// Marks `n` buffered bytes as used (n <= buffer().size()).
     void consume(std::size_t n) noexcept { begin_ += std::min(n, end_ - begin_); }
@@ -119,21 +119,89 @@ public:
     }
 
     /// Replaces `line` with the next line, without its "\n" or "\r\n"; false at end of stream.
-    /// A last line without '\n' is still a line. io::LineTooLong past max_line.
-    Task<bool> read_line(std::string& line) {
+    /// A last line without '\n' is still a line. io::LineTooLong past max_line. (An awaiter
+    /// that needs no coroutine frame when the whole line is buffered already.)
+    [[nodiscard]] auto read_line(std::string& line) noexcept { return ReadLine(*this, line); }
+
+    Lines<S> lines() noexcept { return Lines<S>(*this); }
+
+private:
+    using ReadOp = decltype(std::declval<S&>().read(std::declval<std::span<std::byte>>()));
+
+    class FillBuf {
+    public:
+        explicit FillBuf(BufReader& r) noexcept : r_(r) {}
+        bool await_ready() const noexcept { return r_.begin_ != r_.end_; }
+        template <class P>
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
+            r_.begin_ = r_.end_ = 0;
+            read_.make([this] { return r_.stream_->read(std::span(r_.buf_.get(), r_.size_)); });
+            waited_ = true;
+            return read_.suspend(h);
+        }
+        std::span<const std::byte> await_resume() {
+            if (waited_) r_.end_ += static_cast<std::size_t>(read_.resume());
+            return r_.buffer();
+        }
+        /// As a Task, for what takes one (spawn, when_all, with_timeout).
+        Task<std::span<const std::byte>> into_task() && { return as_task(r_); }
+
+    private:
+        static Task<std::span<const std::byte>> as_task(BufReader& r) { co_return co_await r.fill_buf(); }
+
+        BufReader& r_;
+        eddy::detail::NestedAwait<ReadOp> read_;
+        bool waited_ = false;
+    };
+
+    class ReadLine {
+    public:
+        ReadLine(BufReader& r, std::string& line) noexcept : r_(r), line_(line) {}
+        /// A whole line buffered: taken here, without suspending.
+        bool await_ready() {
+            const std::byte* at = r_.buf_.get() + r_.begin_;
+            const void* hit = std::memchr(at, '\n', r_.end_ - r_.begin_);
+            if (hit == nullptr) return false;
+            const std::size_t n = static_cast<std::size_t>(static_cast<const std::byte*>(hit) - at) + 1;
+            if (n > r_.max_line_) return false;  // the slow path throws
+            r_.take_line(line_, n);
+            ready_ = true;
+            return true;
+        }
+        template <class P>
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
+            slow_.make([this] { return r_.read_line_slow(line_); });
+            return slow_.suspend(h);
+        }
+        bool await_resume() { return ready_ || slow_.resume(); }
+        /// As a Task, for what takes one (spawn, when_all, with_timeout).
+        Task<bool> into_task() && { return as_task(r_, line_); }
+
+    private:
+        static Task<bool> as_task(BufReader& r, std::string& line) { co_return co_await r.read_line(line); }
+
+        BufReader& r_;
+        std::string& line_;
+        eddy::detail::NestedAwait<Task<bool>> slow_;
+        bool ready_ = false;
+    };
+
+    Task<bool> read_line_slow(std::string& line) {
         const std::size_t n = co_await find('\n');
+        take_line(line, n);
+        co_return n > 0;
+    }
+
+    /// The n bytes at begin_ into `line`, without "\n" or "\r\n".
+    void take_line(std::string& line, std::size_t n) {
         const char* p = reinterpret_cast<const char*>(buf_.get() + begin_);
         std::size_t len = n;
         if (len > 0 && p[len - 1] == '\n') --len;
         if (len > 0 && p[len - 1] == '\r') --len;
         line.assign(p, len);
         begin_ += n;
-        co_return n > 0;
     }
 
-    Lines<S> lines() noexcept { return Lines<S>(*this); }
-
-private:
     static std::size_t checked(std::size_t n) {
         if (n == 0) throw std::invalid_argument("eddy::io::BufReader: capacity and max_line must be at least 1");
         return n;

@@ -12,20 +12,22 @@
 // The destructor cannot suspend, so it does not flush: what is still buffered then is
 // dropped. Call flush() before the writer goes (a debug build does not check this).
 //
-// Errors are the stream's. If a flush fails, the bytes not yet written stay buffered (a
-// later flush tries them again); how many of them the peer got is unknown, as with any
-// failed write. One operation at a time; reading the same stream meanwhile is fine.
+// Errors are the stream's. If a flush fails, the bytes stay buffered, but how many of them
+// the peer got is unknown, as with any failed write: a stream that failed is usually closed. One operation at a time; reading the same stream meanwhile is fine.
 #pragma once
 
 #include <cerrno>
 #include <cstddef>
+#include <coroutine>
 #include <cstring>
 #include <memory>
 #include <span>
 #include <stdexcept>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
+#include <eddy/io/detail/nested_await.hpp>
 #include <eddy/io/stream.hpp>
 #include <eddy/io/stream_ops.hpp>
 #include <eddy/tasks/task.hpp>
@@ -47,17 +49,10 @@ public:
     std::size_t capacity() const noexcept { return capacity_; }
 
     /// Buffers `data`, writing the buffer (and `data` itself when it is bigger than the
-    /// buffer) through to the stream when it does not fit.
-    Task<void> write_all(std::span<const std::byte> data) {
-        if (data.size() <= capacity_ - len_) {
-            append(data);
-            co_return;
-        }
-        co_await flush();
-        if (data.size() >= capacity_) co_await io::write_all(*stream_, data);
-        else append(data);
-    }
-    Task<void> write_all(std::string_view text) { return write_all(std::as_bytes(std::span(text))); }
+    /// buffer) through to the stream when it does not fit. (An awaiter: no coroutine frame
+    /// when `data` fits.)
+    [[nodiscard]] auto write_all(std::span<const std::byte> data) noexcept { return WriteAll(*this, data); }
+    [[nodiscard]] auto write_all(std::string_view text) noexcept { return WriteAll(*this, std::as_bytes(std::span(text))); }
 
     /// As write_all, and gives data.size(). (BufWriter is an AsyncWriteStream itself.)
     Task<std::size_t> write(std::span<const std::byte> data) {
@@ -65,8 +60,81 @@ public:
         co_return data.size();
     }
 
-    /// Writes everything buffered to the stream.
-    Task<void> flush() {
+    /// Writes everything buffered to the stream. (An awaiter: over a stream with a write_all
+    /// of its own, such as TcpStream, one operation of the stream and no coroutine frame.)
+    [[nodiscard]] auto flush() noexcept { return Flush(*this); }
+
+private:
+    static constexpr bool kStreamWritesAll = requires(S& s, std::span<const std::byte> d) { s.write_all(d); };
+
+    class WriteAll {
+    public:
+        WriteAll(BufWriter& w, std::span<const std::byte> data) noexcept : w_(w), data_(data) {}
+        bool await_ready() noexcept {
+            if (data_.size() > w_.capacity_ - w_.len_) return false;
+            w_.append(data_);
+            return true;
+        }
+        template <class P>
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
+            slow_made_ = true;
+            slow_.make([this] { return w_.write_all_slow(data_); });
+            return slow_.suspend(h);
+        }
+        void await_resume() {
+            if (slow_made_) slow_.resume();
+        }
+        /// As a Task, for what takes one (spawn, when_all, with_timeout).
+        Task<void> into_task() && { return as_task(w_, data_); }
+
+    private:
+        static Task<void> as_task(BufWriter& w, std::span<const std::byte> data) { co_await w.write_all(data); }
+        BufWriter& w_;
+        std::span<const std::byte> data_;
+        eddy::detail::NestedAwait<Task<void>> slow_;
+        bool slow_made_ = false;
+    };
+
+    class Flush {
+    public:
+        explicit Flush(BufWriter& w) noexcept : w_(w) {}
+        bool await_ready() const noexcept { return w_.len_ == 0; }
+        template <class P>
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
+            made_ = true;
+            op_.make([this] { return w_.flush_op(); });
+            return op_.suspend(h);
+        }
+        void await_resume() {
+            if (!made_) return;
+            op_.resume();
+            if constexpr (kStreamWritesAll) w_.len_ = 0;  // flush_slow() keeps len_ itself
+        }
+        /// As a Task, for what takes one (spawn, when_all, with_timeout).
+        Task<void> into_task() && { return as_task(w_); }
+
+    private:
+        static Task<void> as_task(BufWriter& w) { co_await w.flush(); }
+        using Op = decltype(std::declval<BufWriter&>().flush_op());
+        BufWriter& w_;
+        eddy::detail::NestedAwait<Op> op_;
+        bool made_ = false;
+    };
+
+    /// The stream's write_all of the whole buffer when it has one (if it fails, the bytes stay
+    /// buffered: some may have reached the peer), else flush_slow().
+    auto flush_op() {
+        if constexpr (kStreamWritesAll) return stream_->write_all(std::span<const std::byte>(buf_.get(), len_));
+        else return flush_slow();
+    }
+
+    Task<void> write_all_slow(std::span<const std::byte> data) {
+        co_await flush();
+        if (data.size() >= capacity_) co_await io::write_all(*stream_, data);
+        else append(data);
+    }
+
+    Task<void> flush_slow() {
         while (len_ > 0) {
             const std::size_t n = co_await stream_->write(std::span<const std::byte>(buf_.get(), len_));
             if (n == 0) throw std::system_error(EPIPE, std::generic_category(), "eddy::io::BufWriter::flush: the stream took nothing");
@@ -75,7 +143,6 @@ public:
         }
     }
 
-private:
     void append(std::span<const std::byte> data) noexcept {
         if (!data.empty()) std::memcpy(buf_.get() + len_, data.data(), data.size());
         len_ += data.size();

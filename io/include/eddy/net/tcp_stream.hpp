@@ -29,6 +29,12 @@ class TcpStream {
 public:
     /// Connects to `addr` (std::system_error: ECONNREFUSED, ENETUNREACH, ...).
     static Task<TcpStream> connect(SocketAddr addr, std::stop_token token = {});
+    /// Resolves "host:port" (net::lookup_host: numeric addresses skip the resolver) and
+    /// connects to each address in turn until one accepts. net::ResolveError when the name
+    /// does not resolve, net::ConnectError (eddy/net/connect_error.hpp) listing every
+    /// attempt when no address accepts, std::invalid_argument for a text that is not
+    /// "host:port".
+    static Task<TcpStream> connect(std::string_view host_port, std::stop_token token = {});
 
     /// Adopts a connected stream socket.
     explicit TcpStream(io::FileDescriptor fd) noexcept : io_(std::move(fd)) {}

@@ -16,20 +16,6 @@ io::FileDescriptor new_socket(int family, int type, const char* what) {
     return io::FileDescriptor(fd);
 }
 
-net::SocketAddr local_address_of(int fd, const char* what) {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) throw_errno(what);
-    return net::SocketAddr::from_native(reinterpret_cast<sockaddr*>(&ss), len);
-}
-
-net::SocketAddr peer_address_of(int fd, const char* what) {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) throw_errno(what);
-    return net::SocketAddr::from_native(reinterpret_cast<sockaddr*>(&ss), len);
-}
-
 void close_socket(io::FileDescriptor& fd) {
     if (!fd) return;
     // SHUT_RD, not SHUT_RDWR: it wakes pending reads and accepts without sending anything,

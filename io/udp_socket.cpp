@@ -17,27 +17,17 @@ UdpSocket UdpSocket::bind(const SocketAddr& addr) {
 }
 
 Task<std::size_t> UdpSocket::send_to(std::span<const std::byte> data, SocketAddr to, std::stop_token token) {
-    iovec iov{const_cast<std::byte*>(data.data()), data.size()};
-    msghdr msg{};
-    msg.msg_name = const_cast<sockaddr*>(to.native());
-    msg.msg_namelen = to.native_size();
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    co_return co_await detail::IoAwaiter({.kind = detail::IoKind::kSendMsg, .fd = fd_.get(), .addr = &msg},
+    detail::OneBufferMessage m(data.data(), data.size(), to.native(), to.native_size());
+    co_return co_await detail::IoAwaiter({.kind = detail::IoKind::kSendMsg, .fd = fd_.get(), .addr = &m.msg},
                                          "eddy::net::UdpSocket::send_to", std::move(token));
 }
 
 Task<UdpSocket::Received> UdpSocket::recv_from(std::span<std::byte> buf, std::stop_token token) {
     sockaddr_storage from{};
-    iovec iov{buf.data(), buf.size()};
-    msghdr msg{};
-    msg.msg_name = &from;
-    msg.msg_namelen = sizeof from;
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    const std::size_t n = co_await detail::IoAwaiter({.kind = detail::IoKind::kRecvMsg, .fd = fd_.get(), .addr = &msg},
+    detail::OneBufferMessage m(buf.data(), buf.size(), &from, sizeof from);
+    const std::size_t n = co_await detail::IoAwaiter({.kind = detail::IoKind::kRecvMsg, .fd = fd_.get(), .addr = &m.msg},
                                                      "eddy::net::UdpSocket::recv_from", std::move(token));
-    co_return Received{n, SocketAddr::from_native(reinterpret_cast<sockaddr*>(&from), msg.msg_namelen)};
+    co_return Received{n, SocketAddr::from_native(reinterpret_cast<sockaddr*>(&from), m.msg.msg_namelen)};
 }
 
 SocketAddr UdpSocket::local_address() const {

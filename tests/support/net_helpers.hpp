@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include <eddy/io/stream.hpp>
 #include <eddy/net/socket_addr.hpp>
 #include <eddy/net/tcp_listener.hpp>
 #include <eddy/net/tcp_stream.hpp>
@@ -116,8 +117,9 @@ inline Task<std::size_t> write_some(net::TcpStream& s, std::span<const std::byte
     co_return co_await s.write(data);
 }
 
-/// Reads until end of stream; returns everything read.
-inline Task<std::string> read_to_end(net::TcpStream& s) {
+/// Reads until end of stream (any io::AsyncReadStream); returns everything read.
+template <io::AsyncReadStream S>
+Task<std::string> read_to_end(S& s) {
     std::string out;
     std::array<std::byte, 4096> buf;
     for (;;) {

@@ -23,6 +23,10 @@
 #include <eddy/net/tcp_listener.hpp>
 #include <eddy/net/tcp_stream.hpp>
 #include <eddy/net/udp_socket.hpp>
+#include <eddy/net/unix_addr.hpp>
+#include <eddy/net/unix_datagram.hpp>
+#include <eddy/net/unix_listener.hpp>
+#include <eddy/net/unix_stream.hpp>
 #include <eddy/runtime/channel.hpp>
 #include <eddy/runtime/config.hpp>
 #include <eddy/runtime/coop.hpp>

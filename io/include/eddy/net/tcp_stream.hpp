@@ -17,15 +17,25 @@
 #include <stop_token>
 #include <string_view>
 
-#include <eddy/io/detail/socket_io.hpp>
+#include <eddy/io/detail/socket_stream.hpp>
 #include <eddy/io/file_descriptor.hpp>
 #include <eddy/io/stream.hpp>
 #include <eddy/net/socket_addr.hpp>
 #include <eddy/tasks/task.hpp>
 
+namespace eddy::detail {
+struct TcpStreamNames {
+    static constexpr const char* kRead = "eddy::net::TcpStream::read";
+    static constexpr const char* kWrite = "eddy::net::TcpStream::write";
+    static constexpr const char* kWriteAll = "eddy::net::TcpStream::write_all";
+    static constexpr const char* kReadVectored = "eddy::net::TcpStream::read_vectored";
+    static constexpr const char* kWriteVectored = "eddy::net::TcpStream::write_vectored";
+};
+} // namespace eddy::detail
+
 namespace eddy::net {
 
-class TcpStream {
+class TcpStream : public eddy::detail::SocketStream<eddy::detail::TcpStreamNames> {
 public:
     /// Connects to `addr` (std::system_error: ECONNREFUSED, ENETUNREACH, ...).
     static Task<TcpStream> connect(SocketAddr addr, std::stop_token token = {});
@@ -37,42 +47,12 @@ public:
     static Task<TcpStream> connect(std::string_view host_port, std::stop_token token = {});
 
     /// Adopts a connected stream socket.
-    explicit TcpStream(io::FileDescriptor fd) noexcept : io_(std::move(fd)) {}
+    explicit TcpStream(io::FileDescriptor fd) noexcept : SocketStream(std::move(fd)) {}
 
-    /// Reads what is available, up to buf.size() bytes; 0 means end of stream.
-    [[nodiscard]] detail::SocketAwaiter read(std::span<std::byte> buf, std::stop_token token = {}) noexcept {
-        return detail::SocketAwaiter(io_, detail::SocketAwaiter::Op::kRecv, buf.data(), buf.size(),
-                                     "eddy::net::TcpStream::read", std::move(token));
-    }
+    // read, write, write_all, read_vectored, write_vectored: see eddy/io/detail/socket_stream.hpp
+
     /// Fills `buf` completely; std::system_error with ENODATA if the stream ends first.
     Task<void> read_exact(std::span<std::byte> buf);
-
-    /// Writes some of `data` (at least one byte unless it is empty); returns the count.
-    [[nodiscard]] detail::SocketAwaiter write(std::span<const std::byte> data, std::stop_token token = {}) noexcept {
-        return detail::SocketAwaiter(io_, detail::SocketAwaiter::Op::kSend, const_cast<std::byte*>(data.data()),
-                                     data.size(), "eddy::net::TcpStream::write", std::move(token));
-    }
-    /// Writes all of `data` (waiting whenever the socket buffer is full); gives its size.
-    /// An awaiter, not a Task: no coroutine frame per call.
-    [[nodiscard]] detail::SocketAwaiter write_all(std::span<const std::byte> data, std::stop_token token = {}) noexcept {
-        return detail::SocketAwaiter(io_, detail::SocketAwaiter::Op::kSendAll, const_cast<std::byte*>(data.data()),
-                                     data.size(), "eddy::net::TcpStream::write_all", std::move(token));
-    }
-    [[nodiscard]] detail::SocketAwaiter write_all(std::string_view text, std::stop_token token = {}) noexcept {
-        return write_all(std::as_bytes(std::span(text)), std::move(token));
-    }
-
-    /// One recvmsg(2) into several buffers, in order; 0 at end of stream. The iovecs and
-    /// their buffers stay valid until the co_await returns.
-    [[nodiscard]] detail::VectoredAwaiter read_vectored(std::span<const iovec> bufs, std::stop_token token = {}) noexcept {
-        return detail::VectoredAwaiter(io_, false, bufs.data(), bufs.size(), "eddy::net::TcpStream::read_vectored",
-                                       std::move(token));
-    }
-    /// One sendmsg(2) of several buffers, in order; gives the count written (may be short).
-    [[nodiscard]] detail::VectoredAwaiter write_vectored(std::span<const iovec> bufs, std::stop_token token = {}) noexcept {
-        return detail::VectoredAwaiter(io_, true, bufs.data(), bufs.size(), "eddy::net::TcpStream::write_vectored",
-                                       std::move(token));
-    }
 
     enum class Shutdown { kRead = 0, kWrite = 1, kBoth = 2 };
     /// Shuts down one or both directions (shutdown(2)): after kWrite the peer reads 0.
@@ -86,10 +66,6 @@ public:
     void set_nodelay(bool on);
     SocketAddr peer_address() const;
     SocketAddr local_address() const;
-    int native_handle() const noexcept { return io_.fd(); }
-
-private:
-    detail::SocketIo io_;
 };
 
 static_assert(io::AsyncStream<TcpStream>);

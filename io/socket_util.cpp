@@ -28,4 +28,11 @@ void set_int_option(int fd, int level, int name, int value, const char* what) {
     if (::setsockopt(fd, level, name, &value, sizeof value) != 0) throw_errno(what);
 }
 
+int get_int_option(int fd, int level, int name, const char* what) {
+    int value = 0;
+    socklen_t len = sizeof value;
+    if (::getsockopt(fd, level, name, &value, &len) != 0) throw_errno(what);
+    return value;
+}
+
 } // namespace eddy::detail

@@ -49,7 +49,8 @@ struct OneBufferMessage {
     OneBufferMessage& operator=(const OneBufferMessage&) = delete;
 };
 
-/// setsockopt of an int option (std::system_error).
+/// setsockopt / getsockopt of an int option (std::system_error).
 void set_int_option(int fd, int level, int name, int value, const char* what);
+int get_int_option(int fd, int level, int name, const char* what);
 
 } // namespace eddy::detail

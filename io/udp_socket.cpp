@@ -27,7 +27,18 @@ Task<UdpSocket::Received> UdpSocket::recv_from(std::span<std::byte> buf, std::st
     detail::OneBufferMessage m(buf.data(), buf.size(), &from, sizeof from);
     const std::size_t n = co_await detail::IoAwaiter({.kind = detail::IoKind::kRecvMsg, .fd = fd_.get(), .addr = &m.msg},
                                                      "eddy::net::UdpSocket::recv_from", std::move(token));
-    co_return Received{n, SocketAddr::from_native(reinterpret_cast<sockaddr*>(&from), m.msg.msg_namelen)};
+    co_return Received{n, SocketAddr::from_native(reinterpret_cast<sockaddr*>(&from), m.msg.msg_namelen),
+                       (m.msg.msg_flags & MSG_TRUNC) != 0};
+}
+
+void UdpSocket::connect(const SocketAddr& peer) {
+    if (::connect(fd_.get(), peer.native(), peer.native_size()) != 0) detail::throw_errno("eddy::net::UdpSocket::connect");
+}
+
+Task<std::size_t> UdpSocket::send(std::span<const std::byte> data, std::stop_token token) {
+    detail::OneBufferMessage m(data.data(), data.size(), nullptr, 0);
+    co_return co_await detail::IoAwaiter({.kind = detail::IoKind::kSendMsg, .fd = fd_.get(), .addr = &m.msg},
+                                         "eddy::net::UdpSocket::send", std::move(token));
 }
 
 SocketAddr UdpSocket::local_address() const {

@@ -131,6 +131,7 @@ namespace {
 struct Truncation {
     std::size_t first = 0, second = 0;
     std::string first_data, second_data;
+    bool first_truncated = false, second_truncated = true;
 };
 
 Task<Truncation> truncate(UdpSocket& a, UdpSocket& b) {
@@ -141,9 +142,11 @@ Task<Truncation> truncate(UdpSocket& a, UdpSocket& b) {
     std::array<std::byte, 10> small;
     auto one = co_await b.recv_from(small);
     t.first = one.size;
+    t.first_truncated = one.truncated;
     t.first_data = text(std::span(small).first(one.size));
     auto two = co_await b.recv_from(small);
     t.second = two.size;
+    t.second_truncated = two.truncated;
     t.second_data = text(std::span(small).first(two.size));
     co_return t;
 }
@@ -159,6 +162,8 @@ TEST_CASE("a datagram longer than the buffer is truncated; the rest is dropped, 
         const Truncation t = run(rt, truncate(a, b));
         CHECK(t.first == 10);  // the buffer's size, not the datagram's 110
         CHECK(t.first_data == "0123456789");
+        CHECK(t.first_truncated);  // and recv_from says so
+        CHECK_FALSE(t.second_truncated);
         CHECK(t.second == 3);  // the next datagram, not the tail of the first
         CHECK(t.second_data == "abc");
     }
@@ -186,4 +191,27 @@ TEST_CASE("UDP errors: a send to the other family fails; a closed socket gives E
     CHECK(run(rt, send_across_families(v4, SocketAddr::loopback_v6(9))) == std::errc::address_family_not_supported);
     CHECK(run(rt, use_closed(closed)) == std::errc::bad_file_descriptor);
     CHECK(closed.native_handle() == -1);
+}
+
+TEST_CASE("a connected UDP socket: send and recv without addresses; other senders are filtered out") {
+    for (const SocketAddr& lo : loopbacks()) {
+        CAPTURE(lo.to_string());
+        auto a = UdpSocket::bind(lo);
+        auto b = UdpSocket::bind(lo);
+        auto stranger = UdpSocket::bind(lo);
+        a.connect(b.local_address());
+        b.connect(a.local_address());
+        Runtime rt(RuntimeConfig{.workers = 1});
+        run(rt, [&]() -> Task<void> {
+            co_await stranger.send_to(bytes("not for you"), b.local_address());  // dropped: b is connected to a
+            CHECK(co_await a.send(bytes("ping")) == 4);
+            std::array<std::byte, 16> buf;
+            auto got = co_await b.recv(buf);
+            CHECK(text(std::span(buf).first(got.size)) == "ping");
+            CHECK(got.from == a.local_address());
+            co_await b.send(bytes("pong"));
+            got = co_await a.recv(buf);
+            CHECK(text(std::span(buf).first(got.size)) == "pong");
+        }());
+    }
 }

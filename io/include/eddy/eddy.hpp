@@ -20,6 +20,7 @@
 #include <eddy/net/connect_error.hpp>
 #include <eddy/net/lookup.hpp>
 #include <eddy/net/socket_addr.hpp>
+#include <eddy/net/socket_options.hpp>
 #include <eddy/net/tcp_listener.hpp>
 #include <eddy/net/tcp_stream.hpp>
 #include <eddy/net/udp_socket.hpp>

@@ -14,6 +14,7 @@
 #include <eddy/io/detail/socket_io.hpp>
 #include <eddy/io/file_descriptor.hpp>
 #include <eddy/net/socket_addr.hpp>
+#include <eddy/net/socket_options.hpp>
 #include <eddy/net/tcp_stream.hpp>
 #include <eddy/tasks/task.hpp>
 
@@ -21,8 +22,11 @@ namespace eddy::net {
 
 class TcpListener {
 public:
-    /// std::system_error on failure (EADDRINUSE, EACCES, ...).
+    /// std::system_error on failure (EADDRINUSE, EACCES, ...). SO_REUSEADDR is always set
+    /// (a restarted server binds while old connections linger in TIME_WAIT).
     static TcpListener bind(const SocketAddr& addr, int backlog = 1024);
+    /// With SO_REUSEPORT, IPV6_V6ONLY, SO_RCVBUF and the backlog of `options`.
+    static TcpListener bind(const SocketAddr& addr, const ListenOptions& options);
 
     /// The next connection.
     Task<TcpStream> accept(std::stop_token token = {});

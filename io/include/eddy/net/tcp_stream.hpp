@@ -12,7 +12,9 @@
 // std::errc::operation_canceled once the kernel has let go of the buffer.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <stop_token>
 #include <string_view>
@@ -21,6 +23,7 @@
 #include <eddy/io/file_descriptor.hpp>
 #include <eddy/io/stream.hpp>
 #include <eddy/net/socket_addr.hpp>
+#include <eddy/net/socket_options.hpp>
 #include <eddy/tasks/task.hpp>
 
 namespace eddy::detail {
@@ -64,6 +67,20 @@ public:
 
     /// TCP_NODELAY: send small writes at once instead of coalescing them (Nagle).
     void set_nodelay(bool on);
+    bool nodelay() const;
+    /// SO_KEEPALIVE with TCP_KEEPIDLE/KEEPINTVL/KEEPCNT; std::nullopt turns it off.
+    void set_keepalive(std::optional<Keepalive> keepalive);
+    std::optional<Keepalive> keepalive() const;
+    /// SO_LINGER: close() waits up to that long for unsent data (0: close() resets the
+    /// connection at once); std::nullopt, the default: close() returns at once, the kernel
+    /// sends the rest.
+    void set_linger(std::optional<std::chrono::seconds> linger);
+    std::optional<std::chrono::seconds> linger() const;
+    /// SO_SNDBUF / SO_RCVBUF (see eddy/net/socket_options.hpp for what the kernel reports).
+    void set_send_buffer_size(int bytes);
+    int send_buffer_size() const;
+    void set_recv_buffer_size(int bytes);
+    int recv_buffer_size() const;
     SocketAddr peer_address() const;
     SocketAddr local_address() const;
 };

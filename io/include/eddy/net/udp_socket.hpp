@@ -2,9 +2,12 @@
 //
 //     auto sock = eddy::net::UdpSocket::bind(eddy::net::SocketAddr::loopback_v4(0));
 //     co_await sock.send_to(bytes, peer);
-//     auto [n, from] = co_await sock.recv_from(buf);   // a longer datagram is truncated to buf
+//     auto got = co_await sock.recv_from(buf);   // got.size, got.from, got.truncated
+//     sock.connect(peer);  co_await sock.send(bytes);  co_await sock.recv(buf);
 //
-// Errors are std::system_error carrying the errno.
+// A datagram longer than the buffer is cut to it, and `truncated` says so. Errors are
+// std::system_error carrying the errno (on a connected socket, ECONNREFUSED from a send or
+// receive after the peer's port answered with ICMP "port unreachable").
 #pragma once
 
 #include <cstddef>
@@ -22,6 +25,7 @@ public:
     struct Received {
         std::size_t size;  // bytes stored in the buffer
         SocketAddr from;
+        bool truncated = false;  // the datagram was longer than the buffer
     };
 
     /// std::system_error on failure (EADDRINUSE, ...).
@@ -31,6 +35,12 @@ public:
     Task<std::size_t> send_to(std::span<const std::byte> data, SocketAddr to, std::stop_token token = {});
     /// Receives one datagram.
     Task<Received> recv_from(std::span<std::byte> buf, std::stop_token token = {});
+    /// Sets the default destination (connect(2)); then only its datagrams are received.
+    void connect(const SocketAddr& peer);
+    /// One datagram to the connected peer; returns the bytes sent.
+    Task<std::size_t> send(std::span<const std::byte> data, std::stop_token token = {});
+    /// One datagram from the connected peer (or anyone, if not connected).
+    Task<Received> recv(std::span<std::byte> buf, std::stop_token token = {}) { return recv_from(buf, std::move(token)); }
 
     SocketAddr local_address() const;
     /// Closes the socket. A recv_from pending in another task is not woken by this (an

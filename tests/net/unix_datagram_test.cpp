@@ -107,7 +107,6 @@ TEST_CASE("connect() sets the peer; sending to nobody fails with the errno") {
 TEST_CASE("a waiting recv_from is cancelled by its token") {
     Runtime rt(RuntimeConfig{.workers = 1});
     auto pair = UnixDatagram::pair();  // not a structured binding: clang 14 cannot capture one
-    auto& a = pair.first;
     auto& b = pair.second;
     std::stop_source stop;
     std::thread canceller([&] {

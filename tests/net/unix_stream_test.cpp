@@ -221,7 +221,6 @@ TEST_CASE("a waiting accept and a waiting read are cancelled by their tokens") {
     auto listener = UnixListener::bind(addr);
     auto pair = UnixStream::pair();  // not a structured binding: clang 14 cannot capture one
     auto& a = pair.first;
-    auto& b = pair.second;
     std::stop_source stop;
     std::thread canceller([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));

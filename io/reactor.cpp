@@ -72,7 +72,9 @@ bool waits_for_write(IoKind k) noexcept {
     return k == IoKind::kWrite || k == IoKind::kWritev || k == IoKind::kSend || k == IoKind::kSendMsg || k == IoKind::kConnect;
 }
 
-bool pollable(IoKind k) noexcept { return k != IoKind::kFsync && k != IoKind::kOpenAt && k != IoKind::kPoll; }
+bool pollable(IoKind k) noexcept {
+    return k != IoKind::kFsync && k != IoKind::kOpenAt && k != IoKind::kPoll && k < IoKind::kStatx;  // kStatx..: paths
+}
 
 } // namespace
 
@@ -424,6 +426,21 @@ void Reactor::start_io(IoOperation* op) {
         break;
     case IoKind::kWritev:
         io_uring_prep_writev(sqe, op->fd, static_cast<const iovec*>(op->addr), op->len, op->offset);
+        break;
+    // File-system operations (eddy/fs): fd is the directory (AT_FDCWD), addr the path.
+    case IoKind::kStatx:
+        io_uring_prep_statx(sqe, op->fd, static_cast<const char*>(op->addr), static_cast<int>(op->op_flags), op->len,
+                            reinterpret_cast<struct statx*>(static_cast<std::uintptr_t>(op->offset)));
+        break;
+    case IoKind::kRenameAt:
+        io_uring_prep_renameat(sqe, op->fd, static_cast<const char*>(op->addr), op->fd,
+                               reinterpret_cast<const char*>(static_cast<std::uintptr_t>(op->offset)), op->op_flags);
+        break;
+    case IoKind::kUnlinkAt:
+        io_uring_prep_unlinkat(sqe, op->fd, static_cast<const char*>(op->addr), static_cast<int>(op->op_flags));
+        break;
+    case IoKind::kMkdirAt:
+        io_uring_prep_mkdirat(sqe, op->fd, static_cast<const char*>(op->addr), op->len);
         break;
     }
     // The worker's own attempt just found the socket not ready: have the kernel wait for

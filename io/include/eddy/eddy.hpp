@@ -1,7 +1,11 @@
 // <eddy/eddy.hpp>: the one header users include.
 #pragma once
 
+#include <eddy/fs/dir.hpp>
 #include <eddy/fs/file.hpp>
+#include <eddy/fs/metadata.hpp>
+#include <eddy/fs/open_options.hpp>
+#include <eddy/fs/ops.hpp>
 #include <eddy/fs/read_file.hpp>
 #include <eddy/io/buf_reader.hpp>
 #include <eddy/io/buf_writer.hpp>
@@ -13,6 +17,7 @@
 #include <eddy/io/readiness.hpp>
 #include <eddy/io/signal.hpp>
 #include <eddy/io/sleep.hpp>
+#include <eddy/io/stdio.hpp>
 #include <eddy/io/stream.hpp>
 #include <eddy/io/stream_errors.hpp>
 #include <eddy/io/stream_ops.hpp>

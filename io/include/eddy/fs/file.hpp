@@ -4,7 +4,10 @@
 //     auto out = co_await eddy::fs::File::open("out.bin", O_WRONLY | O_CREAT | O_TRUNC, 0644);
 //     std::size_t n = co_await f.read_at(buf, offset);     // 0 at end of file
 //     co_await out.write_at(bytes, 0);  co_await out.fsync();  out.close();
+//     std::size_t m = co_await f.read(buf);                // at the file position (a stream)
 //
+// File::read and File::write use the file position, so a File is an io::AsyncStream (a
+// BufReader reads its lines); fs::OpenOptions opens one for appending.
 // A read first tries preadv2(RWF_NOWAIT) on the worker: what the page cache holds is copied
 // at once, without a trip through the reactor. Everything else (a cache miss, opening,
 // writing, fsync) goes through io_uring and never blocks an eddy worker.
@@ -22,6 +25,7 @@
 #include <string>
 
 #include <eddy/io/detail/io_awaiter.hpp>
+#include <eddy/fs/metadata.hpp>
 #include <eddy/io/file_descriptor.hpp>
 #include <eddy/tasks/task.hpp>
 
@@ -53,6 +57,23 @@ public:
                                   .offset = offset},
                                  "eddy::fs::File::write_at", std::move(token));
     }
+    /// Reads up to buf.size() bytes at the file position, which advances; 0 at end of file.
+    [[nodiscard]] detail::IoAwaiter read(std::span<std::byte> buf, std::stop_token token = {}) noexcept {
+        return detail::IoAwaiter({.kind = detail::IoKind::kRead, .fd = fd_.get(), .addr = buf.data(), .len = buf.size()},
+                                 "eddy::fs::File::read", std::move(token));
+    }
+    /// Writes at the file position (at the end for a file opened to append); may be short.
+    [[nodiscard]] detail::IoAwaiter write(std::span<const std::byte> data, std::stop_token token = {}) noexcept {
+        return detail::IoAwaiter({.kind = detail::IoKind::kWrite,
+                                  .fd = fd_.get(),
+                                  .addr = const_cast<std::byte*>(data.data()),
+                                  .len = data.size()},
+                                 "eddy::fs::File::write", std::move(token));
+    }
+    /// What the file system says about the open file (statx on the descriptor).
+    Task<Metadata> metadata() const;
+    /// Truncates or extends the file to `size` bytes (ftruncate(2), on the blocking pool).
+    Task<void> set_len(std::uint64_t size);
     /// Writes all of `data` at `offset`.
     Task<void> write_all_at(std::span<const std::byte> data, std::uint64_t offset);
     /// Flushes the file's data and metadata to the device.

@@ -70,7 +70,8 @@ struct Operation : ReactorNode {
 /// The kinds of I/O the reactor knows how to submit.
 /// kPoll: a one-shot readiness wait (IORING_OP_POLL_ADD); `len` holds the poll(2) events,
 /// the result is the revents.
-enum class IoKind : std::uint8_t { kRead, kWrite, kRecv, kSend, kAccept, kConnect, kRecvMsg, kSendMsg, kFsync, kOpenAt, kPoll, kReadv, kWritev };
+enum class IoKind : std::uint8_t { kRead, kWrite, kRecv, kSend, kAccept, kConnect, kRecvMsg, kSendMsg, kFsync, kOpenAt, kPoll, kReadv, kWritev,
+                                  kStatx, kRenameAt, kUnlinkAt, kMkdirAt };
 
 struct IoOperation : Operation {
     IoOperation() noexcept : Operation(Kind::kIo) {}
@@ -78,7 +79,7 @@ struct IoOperation : Operation {
     int fd = -1;
     void* addr = nullptr;          // buffer, sockaddr, msghdr, iovec array or path
     std::uint32_t len = 0;         // buffer length, iovec count, or open mode
-    std::uint64_t offset = 0;      // file offset (~0: the current position), or socklen_t*
+    std::uint64_t offset = 0;      // file offset (~0: the current position), socklen_t*, statx* or new path
     std::uint32_t op_flags = 0;    // MSG_* flags, accept/open flags
     bool poll_first = false;       // a non-blocking attempt just failed: wait for readiness first
 };

@@ -1,0 +1,43 @@
+// eddy/fs/open_options.hpp: fs::OpenOptions, how to open a file, said by name instead of
+// with O_* flags.
+//
+//     auto log = co_await eddy::fs::OpenOptions().append(true).create(true).open("app.log");
+//     auto fresh = co_await eddy::fs::OpenOptions().write(true).create_new(true).open("lock");
+//
+// read/write/append choose the access (append implies write: every write goes to the end);
+// create makes a missing file, create_new insists on making it (EEXIST if it exists),
+// truncate empties it; mode is for a file created (0644, minus the umask). A combination
+// that cannot work (neither read, write nor append; truncate or create without write access)
+// is std::invalid_argument; what the kernel refuses is std::system_error with the errno and
+// the path.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include <eddy/fs/file.hpp>
+#include <eddy/tasks/task.hpp>
+
+namespace eddy::fs {
+
+class OpenOptions {
+public:
+    OpenOptions& read(bool on) noexcept { read_ = on; return *this; }
+    OpenOptions& write(bool on) noexcept { write_ = on; return *this; }
+    OpenOptions& append(bool on) noexcept { append_ = on; return *this; }
+    OpenOptions& create(bool on) noexcept { create_ = on; return *this; }
+    OpenOptions& create_new(bool on) noexcept { create_new_ = on; return *this; }
+    OpenOptions& truncate(bool on) noexcept { truncate_ = on; return *this; }
+    OpenOptions& mode(mode_t m) noexcept { mode_ = m; return *this; }
+
+    /// The open(2) flags these options mean (std::invalid_argument, see above).
+    int flags() const;
+    Task<File> open(std::string path) const;
+
+private:
+    bool read_ = false, write_ = false, append_ = false, create_ = false, create_new_ = false, truncate_ = false;
+    mode_t mode_ = 0644;
+};
+
+} // namespace eddy::fs

@@ -18,7 +18,9 @@
 // # Cancellation
 // An operation cancelled while it waits for the stream (eddy::OperationCancelled) has
 // consumed nothing: what was read meanwhile stays buffered for the next call. (The bytes of
-// a line are handed out only once the whole line is there.)
+// a line are handed out only once the whole line is there.) One that the buffer serves
+// without waiting completes even in a cancelled task, as it loses nothing; the next wait
+// throws.
 //
 // # Lifetime and use
 // The reader refers to the stream, which must outlive it; it owns only its buffer. One

@@ -92,7 +92,11 @@ public:
     }
     /// The task, once the call has run: the result, or its exception rethrown.
     R take() {
-        if (error_) std::rethrow_exception(error_);
+        // Moved out: the task's thread then holds the exception alone, so the job's release
+        // on the blocking thread never drops the last reference of an exception the task is
+        // still handling (exception_ptr's count lives in uninstrumented libstdc++: TSan could
+        // not see it order the two).
+        if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
         if constexpr (!std::is_void_v<R>) return std::move(*value_);
     }
 

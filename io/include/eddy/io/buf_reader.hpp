@@ -98,8 +98,39 @@ public:
     }
 
     /// Fills `buf` completely; io::UnexpectedEof if the stream ends first (what came is
-    /// consumed).
-    Task<void> read_exact(std::span<std::byte> buf) {
+    /// consumed). (An awaiter that needs no coroutine frame when `buf` is buffered already.)
+    [[nodiscard]] auto read_exact(std::span<std::byte> buf) noexcept { return ReadExact(*this, buf); }
+
+private:
+    class ReadExact {
+    public:
+        ReadExact(BufReader& r, std::span<std::byte> buf) noexcept : r_(r), buf_(buf) {}
+        bool await_ready() noexcept {
+            if (r_.end_ - r_.begin_ < buf_.size()) return false;
+            r_.take(buf_);
+            return true;
+        }
+        template <class P>
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
+            slow_made_ = true;
+            slow_.make([this] { return r_.read_exact_slow(buf_); });
+            return slow_.suspend(h);
+        }
+        void await_resume() {
+            if (slow_made_) slow_.resume();
+        }
+        /// As a Task, for what takes one (spawn, when_all, with_timeout).
+        Task<void> into_task() && { return as_task(r_, buf_); }
+
+    private:
+        static Task<void> as_task(BufReader& r, std::span<std::byte> buf) { co_await r.read_exact(buf); }
+        BufReader& r_;
+        std::span<std::byte> buf_;
+        eddy::detail::NestedAwait<Task<void>> slow_;
+        bool slow_made_ = false;
+    };
+
+    Task<void> read_exact_slow(std::span<std::byte> buf) {
         std::size_t got = take(buf);
         while (got < buf.size()) {
             const std::size_t n = co_await read(buf.subspan(got));
@@ -110,6 +141,7 @@ public:
         }
     }
 
+public:
     /// Appends to `out` the bytes up to and including the next `delim` and gives their count;
     /// at end of stream, what is left (without a delimiter), 0 when nothing is. io::LineTooLong
     /// past max_line (see the top of the file).

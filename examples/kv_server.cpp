@@ -5,8 +5,8 @@
 //     redis-benchmark -p 7878 -t set,get -n 100000 -c 50 -P 16 -q
 //
 // Commands: PING [message], ECHO message, SET key value, GET key, DEL key [key ...],
-// CONFIG GET pattern (always an empty list: redis-benchmark asks at start), COMMAND (empty
-// list). Requests come as RESP arrays of bulk strings ("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"),
+// CONFIG GET parameter (the parameter with an empty value: redis-benchmark asks at start),
+// COMMAND (an empty list). Requests come as RESP arrays of bulk strings ("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"),
 // or inline as one line of words ("PING\r\n", what a person types over telnet).
 //   * Pipelining: answers go into an io::BufWriter, flushed only when no further request is
 //     already buffered, so a pipeline of N requests costs one write.
@@ -168,7 +168,11 @@ void execute(std::vector<std::string>& args, std::string& out) {
         std::size_t removed = 0;
         for (std::size_t i = 1; i < n; ++i) removed += g_store.erase(args[i]) ? 1 : 0;
         out.append(":").append(std::to_string(removed)).append("\r\n");
-    } else if (upper_equals(cmd, "CONFIG") || upper_equals(cmd, "COMMAND")) {
+    } else if (upper_equals(cmd, "CONFIG") && n == 3 && upper_equals(args[1], "GET")) {
+        out.append("*2\r\n");  // the parameter with an empty value: nothing is configurable here
+        bulk(out, args[2]);
+        bulk(out, "");
+    } else if (upper_equals(cmd, "COMMAND")) {
         out.append("*0\r\n");
     } else {
         out.append("-ERR unknown command '").append(cmd).append("'\r\n");

@@ -69,6 +69,7 @@ start_server http_hello
 exec 3<>"/dev/tcp/127.0.0.1/$port"
 printf 'GET / HTTP/1.1\r\nHost: demo\r\n\r\nGET /missing HTTP/1.1\r\nConnection: close\r\n\r\n' >&3
 timeout 10 cat <&3 | sed 's/^/  /' || true
+echo
 exec 3>&-
 wrk -t1 -c16 -d2s "http://127.0.0.1:$port/" | sed 's/^/  wrk: /'
 stop_server

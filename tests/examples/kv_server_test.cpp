@@ -2,7 +2,8 @@
 // Redis protocol to it over plain POSIX sockets (no eddy on this side), then drives it with
 // redis-benchmark (Debian `redis-tools`), a real client.
 //
-// Checked: PING (array and inline), ECHO, SET/GET/DEL with a binary value, a missing key, 200
+// Checked: PING (array and inline), ECHO, SET/GET/DEL with a binary value, a missing key,
+// CONFIG GET (the parameter with an empty value, what redis-benchmark asks first), 200
 // pipelined commands in one send answered in order, a command sent one byte at a time; a
 // client's mistakes (an unknown command, a wrong number of arguments) answered with -ERR while
 // the connection goes on; protocol errors (a bad array length, a bulk string over 1 MiB, a
@@ -105,6 +106,8 @@ TEST_CASE("kv_server: commands, pipelining, errors; then redis-benchmark") {
         Client c(port);
         const std::string unknown = "-ERR unknown command 'FLY'\r\n";
         CHECK(ask(c, command({"FLY", "away"}), unknown) == unknown);
+        const std::string config = "*2\r\n$4\r\nsave\r\n$0\r\n\r\n";  // what redis-benchmark asks first
+        CHECK(ask(c, command({"CONFIG", "GET", "save"}), config) == config);
         const std::string arity = "-ERR wrong number of arguments for 'GET' command\r\n";
         CHECK(ask(c, command({"GET"}), arity) == arity);
         CHECK(ask(c, command({"PING"}), "+PONG\r\n") == "+PONG\r\n");

@@ -1,5 +1,5 @@
 //! kv_server on Tokio: the same Redis-protocol subset as examples/kv_server.cpp (PING, ECHO,
-//! SET, GET, DEL, CONFIG/COMMAND as empty lists; arrays of bulk strings or inline lines;
+//! SET, GET, DEL, CONFIG GET with an empty value, COMMAND as an empty list; arrays of bulk strings or inline lines;
 //! pipelined answers flushed when no further request is buffered; protocol errors answered
 //! and the connection closed), with tokio::io::BufReader/BufWriter and 16 std::sync::Mutex
 //! shards, as a Tokio user would write it.
@@ -58,7 +58,12 @@ fn execute(store: &Store, args: &mut Vec<Vec<u8>>, out: &mut Vec<u8>) {
             let removed = args[1..].iter().filter(|k| store.shard(k).lock().unwrap().remove(*k).is_some()).count();
             out.extend_from_slice(format!(":{removed}\r\n").as_bytes());
         }
-        b"CONFIG" | b"COMMAND" => out.extend_from_slice(b"*0\r\n"),
+        b"CONFIG" if n == 3 && args[1].eq_ignore_ascii_case(b"GET") => {
+            out.extend_from_slice(b"*2\r\n");
+            bulk(out, &args[2]);
+            bulk(out, b"");
+        }
+        b"COMMAND" => out.extend_from_slice(b"*0\r\n"),
         b"PING" | b"ECHO" | b"SET" | b"GET" | b"DEL" => arity(out),
         _ => {
             out.extend_from_slice(b"-ERR unknown command '");

@@ -106,7 +106,9 @@ void join_release(FrameHeader* h, PromiseBase* p, bool consumed) noexcept {
     // Still running: finish_root sees kDetached and frees everything. Cancelled but not yet
     // destroyed (shutdown racing this drop): shutdown destroys the frame and frees.
     if ((prev & FrameHeader::kComplete) == 0 || (prev & FrameHeader::kCancelled) != 0) return;
-    if (!consumed && p->exception()) Scheduler::report_unobserved(h->home_id, p->exception());
+    const AbortState* abort = abort_state_of(h);
+    if (!consumed && p->exception() && (abort == nullptr || !abort->aborted()))
+        Scheduler::report_unobserved(h->home_id, p->exception());
     h->handle().destroy();  // the frame's reference is the last: frees h
 }
 

@@ -15,6 +15,7 @@
 #include <system_error>
 #include <unordered_map>
 
+#include <eddy/runtime/abort_handle.hpp>
 #include <eddy/tasks/errors.hpp>
 
 namespace eddy::detail {
@@ -319,9 +320,12 @@ std::coroutine_handle<> Scheduler::finish_root(void* ctx, PromiseBase& p, std::c
     }
     // Acq_rel: release publishes the result to the handle (its acquire in is_finished/take/
     // join_release); acquire pairs with the handle's RMWs so joiner/thread_waiter are seen.
+    // An aborted task's exception is how it stopped, as its owner asked: not reported.
+    AbortState* abort = abort_state_of(h);
+    const bool aborted = abort != nullptr && !abort->finish();
     const std::uint32_t prev = h->state.fetch_or(FrameHeader::kComplete, std::memory_order_acq_rel);
     if ((prev & FrameHeader::kDetached) != 0) {
-        if (p.exception()) sched->report_unhandled(p.exception());
+        if (p.exception() && !aborted) sched->report_unhandled(p.exception());
         self.destroy();  // the handle is gone: this frees the allocation
         return std::noop_coroutine();
     }

@@ -24,6 +24,7 @@ std::coroutine_handle<> TaskGroup::start(std::coroutine_handle<> parent, const s
     stop_.emplace(parent_token);  // may throw (allocation): nothing started yet
     parent_ = parent;
     auto h = detail::TaskAccess::get(body);
+    body_ = detail::header_of(h.address());
     adopt(body);
     // The body runs now, on this worker (symmetric transfer); the parent is already suspended
     // and is resumed by the last member's completion.
@@ -58,10 +59,19 @@ void TaskGroup::cancel() noexcept {
     if (stop_) stop_->request_stop();
 }
 
-void TaskGroup::record_failure(const std::exception_ptr& e) noexcept {
+void TaskGroup::record_failure(const std::exception_ptr& e, bool from_body) noexcept {
     // The OperationCancelled that the group's own cancellation caused is the expected way
     // for a member to stop, not a failure.
     if (stop_->stop_requested() && detail::is_cancellation(e)) return;
+    if (on_child_error_ && !from_body) {
+        try {
+            on_child_error_(e);  // supervising: the others run on
+            return;
+        } catch (...) {
+            record_failure(std::current_exception(), true);  // the handler failed: the group fails
+            return;
+        }
+    }
     bool expected = false;
     // Relaxed: first_error_ is published to the parent by live_'s acq_rel chain.
     if (failed_.compare_exchange_strong(expected, true, std::memory_order_relaxed)) {
@@ -73,8 +83,8 @@ void TaskGroup::record_failure(const std::exception_ptr& e) noexcept {
 std::coroutine_handle<> TaskGroup::on_member_done(void* ctx, detail::PromiseBase& p,
                                                   std::coroutine_handle<> self) noexcept {
     auto* g = static_cast<TaskGroup*>(ctx);
-    if (p.exception()) g->record_failure(p.exception());
     detail::FrameHeader* h = detail::header_of(self.address());
+    if (p.exception()) g->record_failure(p.exception(), h == g->body_);
     {
         std::lock_guard lock(g->members_lock_);
         if (h->prev != nullptr) {

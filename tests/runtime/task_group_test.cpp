@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 #include <stop_token>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -47,6 +48,8 @@ Task<void> fail_after(std::chrono::milliseconds d) {
     co_await eddy::sleep(d);
     throw std::runtime_error("child failed");
 }
+
+Task<void> nap() { co_await eddy::sleep(std::chrono::hours(1)); }
 
 } // namespace
 
@@ -229,4 +232,51 @@ TEST_CASE("shutting the runtime down with a group running destroys every member"
     }  // shutdown destroys the root task, the group in it, and its sleeping members
     CHECK(frames.alive() == 0);
     CHECK(cancelled.load() == 0);  // destroyed, not cancelled: shutdown runs no task
+}
+
+TEST_CASE("supervising: a child's exception goes to the handler and its siblings run on") {
+    Runtime rt(RuntimeConfig{.workers = 2});
+    std::atomic<int> sum{0};
+    std::atomic<int> handled{0};
+    run(rt, eddy::task_group(
+                [&](TaskGroup& g) -> Task<void> {
+                    for (int i = 0; i < 10; ++i) g.spawn(fail_after(1ms));
+                    for (int i = 1; i <= 100; ++i) g.spawn(add(sum, i));
+                    co_await eddy::sleep(20ms);  // the failures happen while the body still runs
+                    g.spawn(add(sum, 1000));     // and the group still takes members
+                },
+                [&](std::exception_ptr e) {
+                    try {
+                        std::rethrow_exception(e);
+                    } catch (const std::runtime_error& x) {
+                        if (std::string(x.what()) == "child failed") handled.fetch_add(1);
+                    }
+                }));
+    CHECK(handled.load() == 10);
+    CHECK(sum.load() == 6050);
+}
+
+TEST_CASE("supervising: the body's exception, or one escaping the handler, still fails the group") {
+    Runtime rt(RuntimeConfig{.workers = 2});
+    std::atomic<int> handled{0};
+    auto on_error = [&](std::exception_ptr) { handled.fetch_add(1); };
+    CHECK_THROWS_WITH_AS(run(rt, eddy::task_group(
+                                     [](TaskGroup& g) -> Task<void> {
+                                         g.spawn(nap());
+                                         co_await eddy::yield_now();
+                                         throw std::runtime_error("body failed");
+                                     },
+                                     on_error)),
+                         "body failed", std::runtime_error);
+    CHECK(handled.load() == 0);  // the sleeper stopped by cancellation: not a failure
+    CHECK_THROWS_WITH_AS(run(rt, eddy::task_group(
+                                     [](TaskGroup& g) -> Task<void> {
+                                         g.spawn(nap());
+                                         g.spawn(fail_after(1ms));
+                                         co_return;
+                                     },
+                                     [](std::exception_ptr) { throw std::logic_error("handler failed"); })),
+                         "handler failed", std::logic_error);
+    CHECK_THROWS_AS(run(rt, eddy::task_group([](TaskGroup&) -> Task<void> { co_return; }, eddy::ChildErrorHandler{})),
+                    std::invalid_argument);
 }

@@ -2,10 +2,12 @@
 // primitives (Mutex, Semaphore, Event, Latch, oneshot, Channel).
 #pragma once
 
+#include <atomic>
 #include <exception>
 #include <string>
 #include <utility>
 
+#include <eddy/runtime/event.hpp>
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/yield_now.hpp>
 #include <eddy/tasks/errors.hpp>
@@ -34,6 +36,18 @@ inline std::string describe(const std::exception_ptr& e) {
     } catch (const std::exception& x) {
         return std::string("other: ") + x.what();
     }
+}
+
+/// Waits on `never` (which nobody sets), counting in `cancelled` the waits that ended by
+/// cancellation (aborts, abort_all, group cancellation), then rethrows.
+inline Task<int> wait_counting_cancel(Event& never, std::atomic<int>& cancelled) {
+    try {
+        co_await never;
+    } catch (const eddy::OperationCancelled&) {
+        cancelled.fetch_add(1);
+        throw;
+    }
+    co_return 0;
 }
 
 /// Awaits `h` and describes how its task ended.

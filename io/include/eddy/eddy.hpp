@@ -33,11 +33,13 @@
 #include <eddy/net/unix_datagram.hpp>
 #include <eddy/net/unix_listener.hpp>
 #include <eddy/net/unix_stream.hpp>
+#include <eddy/runtime/abort_handle.hpp>
 #include <eddy/runtime/channel.hpp>
 #include <eddy/runtime/config.hpp>
 #include <eddy/runtime/coop.hpp>
 #include <eddy/runtime/event.hpp>
 #include <eddy/runtime/join_handle.hpp>
+#include <eddy/runtime/join_set.hpp>
 #include <eddy/runtime/latch.hpp>
 #include <eddy/runtime/metrics.hpp>
 #include <eddy/runtime/mutex.hpp>

@@ -10,6 +10,11 @@
 // whose handle is dropped without being awaited reports its exception the same way, so an
 // exception is never lost silently.
 //
+// Aborting (eddy/runtime/abort_handle.hpp): `abort()` and `abort_handle()` work on the
+// handle of a task spawned abortable (eddy::spawn_abortable, Runtime::spawn_abortable,
+// JoinSet); awaiting an aborted task throws eddy::TaskAborted. On any other handle they
+// throw eddy::NotAbortable; `abortable()` tells which.
+//
 // Errors: awaiting an empty handle (default-constructed, moved-from, already awaited) throws
 // eddy::BrokenTask; awaiting off a worker thread throws eddy::WrongThread; a task destroyed
 // by shutdown before it finished makes the await throw eddy::RuntimeStopped.
@@ -19,8 +24,10 @@
 #pragma once
 
 #include <coroutine>
+#include <string>
 #include <utility>
 
+#include <eddy/runtime/abort_handle.hpp>
 #include <eddy/runtime/detail/coop_budget.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>
 #include <eddy/tasks/errors.hpp>
@@ -55,6 +62,17 @@ public:
                (header_->state.load(std::memory_order_acquire) & detail::FrameHeader::kComplete) != 0;
     }
 
+    /// True when the task was spawned abortable.
+    bool abortable() const noexcept { return header_ != nullptr && header_->abort != nullptr; }
+
+    /// Aborts the task (eddy/runtime/abort_handle.hpp): a no-op once it has finished.
+    /// Throws eddy::NotAbortable unless it was spawned abortable, BrokenTask on an empty handle.
+    void abort() const { abort_state("abort")->abort(); }
+
+    /// A copyable handle that can abort the task from anywhere, also after this JoinHandle
+    /// is gone. Throws like abort().
+    AbortHandle abort_handle() const { return AbortHandle(abort_state("abort_handle")); }
+
     /// Lets the task run on without an owner (the same as dropping the handle).
     void detach() noexcept { release(false); }
 
@@ -87,6 +105,8 @@ private:
     friend class Runtime;
     template <class U>
     friend JoinHandle<U> spawn(Task<U> task);
+    template <class U>
+    friend JoinHandle<U> spawn_abortable(Task<U> task);
     using Promise = detail::Promise<T>;
 
     explicit JoinHandle(detail::FrameHeader* h) noexcept : header_(h) {}
@@ -103,7 +123,20 @@ private:
         } consume{*this};
         if (header_->state.load(std::memory_order_acquire) & detail::FrameHeader::kCancelled)
             detail::throw_cancelled();
+        if (const detail::AbortState* a = detail::abort_state_of(header_);
+            a != nullptr && a->aborted() && promise()->exception())
+            throw TaskAborted("eddy: the task was aborted before it finished");
         return promise()->take();
+    }
+
+    detail::AbortState* abort_state(const char* what) const {
+        if (header_ == nullptr)
+            throw BrokenTask(std::string("eddy::JoinHandle::") + what + ": the handle is empty");
+        detail::AbortState* a = detail::abort_state_of(header_);
+        if (a == nullptr)
+            throw NotAbortable(std::string("eddy::JoinHandle::") + what +
+                               ": the task was not spawned abortable (use eddy::spawn_abortable)");
+        return a;
     }
 
     /// Blocks the calling (non-worker) thread until the task finishes; for Runtime::block_on.

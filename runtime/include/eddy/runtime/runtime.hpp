@@ -71,6 +71,16 @@ public:
         return spawn(std::move(a).into_task());
     }
 
+    /// spawn() for a task that can be aborted (eddy::spawn_abortable), from any thread.
+    template <class T>
+    JoinHandle<T> spawn_abortable(Task<T> task) {
+        auto h = detail::TaskAccess::release(task);
+        if (!h) throw BrokenTask("eddy::Runtime::spawn_abortable: the task is empty (moved-from or already awaited)");
+        detail::make_abortable(h.promise(), h);
+        detail::spawn_root(scheduler_.get(), h.promise(), h);
+        return JoinHandle<T>(detail::header_of(h.address()));
+    }
+
     /// Runs `f()` on this runtime's blocking threads from any thread (see
     /// eddy/runtime/spawn_blocking.hpp); RuntimeStopped once shut down.
     template <class F>

@@ -28,6 +28,23 @@ JoinHandle<T> spawn(Task<T> task) {
     return JoinHandle<T>(detail::header_of(h.address()));
 }
 
+/// spawn(), for a task that can be aborted: the handle's abort() and abort_handle() work
+/// (eddy/runtime/abort_handle.hpp). The task runs under a cancellation of its own, which
+/// costs one allocation per task and a registration at each of its waits.
+template <class T>
+JoinHandle<T> spawn_abortable(Task<T> task) {
+    auto h = detail::TaskAccess::release(task);
+    if (!h) throw BrokenTask("eddy::spawn_abortable: the task is empty (moved-from or already awaited)");
+    detail::make_abortable(h.promise(), h);
+    detail::spawn_root(detail::current_scheduler(), h.promise(), h);
+    return JoinHandle<T>(detail::header_of(h.address()));
+}
+
+template <detail::IntoTask A>
+auto spawn_abortable(A&& a) {
+    return spawn_abortable(std::move(a).into_task());
+}
+
 /// spawn(std::move(a).into_task()), for an awaitable such as eddy::Timeout.
 template <detail::IntoTask A>
 auto spawn(A&& a) {

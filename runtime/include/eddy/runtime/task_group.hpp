@@ -17,6 +17,14 @@
 //   * Failure: the first member to throw cancels every other member; once all have stopped,
 //     its exception is rethrown from the co_await. An OperationCancelled thrown after the
 //     group's cancellation was requested is how members stop, not a failure.
+//   * Supervision: `task_group(body, on_child_error)` runs the same group, except that a
+//     child's exception does not fail the group: it is handed to `on_child_error` (a callable
+//     taking std::exception_ptr, run on the worker that finished the child, possibly on
+//     several workers at once: it must be thread-safe), and the other members run on. For
+//     servers: one connection's reset must not close the others. The body's own exception
+//     still fails the group (it cancels the children, then is rethrown), and so does an
+//     exception escaping `on_child_error`. OperationCancelled after the group's cancellation
+//     was requested is how members stop, and is not handed to the handler.
 //   * Cancellation: `g.cancel()` cancels every member (what each awaits throws
 //     eddy::OperationCancelled, eddy/tasks/cancellation.hpp); a group stopped that way
 //     completes normally. Cancelling the group's awaiter cancels every member too, and the
@@ -36,6 +44,7 @@
 #include <exception>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <stop_token>
 #include <type_traits>
 
@@ -46,6 +55,9 @@
 #include <eddy/tasks/task.hpp>
 
 namespace eddy {
+
+/// What a supervising task_group does with a child's exception (see above).
+using ChildErrorHandler = std::function<void(std::exception_ptr)>;
 
 class TaskGroup {
 public:
@@ -88,13 +100,16 @@ public:
 private:
     template <class F>
     friend Task<void> task_group(F body);
+    template <class F>
+    friend Task<void> task_group(F body, ChildErrorHandler on_child_error);
     TaskGroup() = default;
+    explicit TaskGroup(ChildErrorHandler h) : on_child_error_(std::move(h)) {}
 
     std::coroutine_handle<> start(std::coroutine_handle<> parent, const std::stop_token* parent_token,
                                   Task<void>& body);
     void adopt(Task<void>& member);
     void finish() const;
-    void record_failure(const std::exception_ptr& e) noexcept;
+    void record_failure(const std::exception_ptr& e, bool from_body) noexcept;
     static std::coroutine_handle<> on_member_done(void* ctx, detail::PromiseBase& p,
                                                   std::coroutine_handle<> self) noexcept;
 
@@ -116,6 +131,10 @@ private:
     // noexcept, and held for four pointer writes.
     detail::SpinLock members_lock_;
     detail::FrameHeader* members_ = nullptr;  // guarded by members_lock_
+    // Supervision (empty: a child's exception fails the group). body_ tells the body from
+    // the children; both written in start(), before any member runs.
+    ChildErrorHandler on_child_error_;
+    detail::FrameHeader* body_ = nullptr;
 };
 
 /// Runs `body(group)` as a TaskGroup (see above) and completes when the body and all the
@@ -127,6 +146,19 @@ Task<void> task_group(F body) {
     static_assert(std::is_invocable_r_v<Task<void>, F&, TaskGroup&>,
                   "eddy::task_group: the body must take TaskGroup& and return Task<void>");
     TaskGroup group;
+    Task<void> first = std::invoke(body, group);
+    co_await TaskGroup::Awaiter(group, first);
+}
+
+/// task_group(body) that supervises its children: a child's exception goes to
+/// `on_child_error` and the other members run on (see "Supervision" above). Throws
+/// std::invalid_argument (when awaited) for an empty handler.
+template <class F>
+Task<void> task_group(F body, ChildErrorHandler on_child_error) {
+    static_assert(std::is_invocable_r_v<Task<void>, F&, TaskGroup&>,
+                  "eddy::task_group: the body must take TaskGroup& and return Task<void>");
+    if (!on_child_error) throw std::invalid_argument("eddy::task_group: the child error handler is empty");
+    TaskGroup group(std::move(on_child_error));
     Task<void> first = std::invoke(body, group);
     co_await TaskGroup::Awaiter(group, first);
 }

@@ -1,9 +1,9 @@
 // eddy/tasks/errors.hpp: the exceptions eddy throws, each a type of its own so that it can be
 // caught on purpose.
 //
-// Misuse (BrokenTask, WrongThread, RuntimeStopped): every error a caller can provoke by using
+// Misuse (BrokenTask, WrongThread, RuntimeStopped, NotAbortable): every error a caller can provoke by using
 // the API wrongly is one of these. Outcomes of concurrent work (OperationCancelled, TimedOut,
-// ChannelClosed): how a task learns that it was cancelled, ran out of time, or lost its peer.
+// TaskAborted, ChannelClosed): how a task learns that it was cancelled, ran out of time, or lost its peer.
 // I/O failures are std::system_error carrying the errno (see eddy/io).
 #pragma once
 
@@ -51,6 +51,22 @@ class TimedOut : public std::system_error {
 public:
     explicit TimedOut(const char* what = "eddy::with_timeout: the task timed out")
         : std::system_error(std::make_error_code(std::errc::timed_out), what) {}
+};
+
+/// Awaiting the JoinHandle (or a JoinSet's join_next) of a task that was aborted
+/// (JoinHandle::abort, AbortHandle::abort, JoinSet::abort_all) before it finished, and that
+/// then ended by an exception (usually the OperationCancelled its operations threw). A task
+/// that returned normally although aborted (it reached no cancellation point) gives its value.
+class TaskAborted : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/// JoinHandle::abort() or abort_handle() on the handle of a task that was not spawned
+/// abortable (eddy::spawn_abortable, Runtime::spawn_abortable, JoinSet::spawn).
+class NotAbortable : public std::logic_error {
+public:
+    using std::logic_error::logic_error;
 };
 
 /// Sending on a closed eddy::Channel or oneshot::Sender whose receiver is gone; receiving

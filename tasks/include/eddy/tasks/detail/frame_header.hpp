@@ -38,6 +38,10 @@
 //   prev, next, shard: the runtime's task registry, under that registry shard's lock (root
 //     tasks); prev, next: a TaskGroup's list of unfinished members, under the group's lock
 //     (group members, which are never root tasks).
+//   abort: an abortable root task's abort state (eddy::spawn_abortable, JoinSet), written at
+//     spawn before the frame is published and never again; the header owns one reference to
+//     it, dropped when the header is freed (so it outlives the frame, whose cancellation
+//     scope lives in it). Null for every other frame.
 #pragma once
 
 #include <atomic>
@@ -52,6 +56,19 @@ namespace eddy::detail {
 class Scheduler;  // runtime/: opaque here
 class ThreadWaiter;
 
+/// The part of an abortable task's abort state that the header needs: a reference count and
+/// how to free it (eddy/runtime/abort_handle.hpp defines the rest).
+struct AbortLink {
+    // Acq_rel decrements: the last owner sees every other owner's writes before freeing.
+    std::atomic<std::uint32_t> refs{1};
+    void (*destroy)(AbortLink* self) noexcept = nullptr;
+
+    void retain() noexcept { refs.fetch_add(1, std::memory_order_relaxed); }  // a holder copies
+    void release() noexcept {
+        if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy(this);
+    }
+};
+
 struct alignas(16) FrameHeader {
     static constexpr std::uint32_t kComplete = 1u << 0;
     static constexpr std::uint32_t kJoinWaiting = 1u << 1;
@@ -63,11 +80,12 @@ struct alignas(16) FrameHeader {
     static constexpr std::uint32_t kFlagMask = kRefOne - 1;
     // Always present, whatever NDEBUG says: the layout must be the same in every
     // translation unit (the library and the user's code may be built differently).
-    static constexpr std::uint32_t kMagic = 0xedd7f4a3u;
-    std::uint32_t magic = kMagic;
+    static constexpr std::uint16_t kMagic = 0xedd7u;
+    std::uint16_t magic = kMagic;
+    std::uint16_t shard = 0;
 
     std::atomic<std::uint32_t> state{kRefOne};
-    std::uint32_t shard = 0;
+    AbortLink* abort = nullptr;
     std::coroutine_handle<> joiner{};
     union {
         std::uint64_t home_id = 0;
@@ -102,6 +120,7 @@ inline void* allocate_frame(std::size_t n) {
 
 /// Frees the allocation. The caller held the last reference.
 inline void free_header(FrameHeader* h) noexcept {
+    if (h->abort != nullptr) h->abort->release();
     h->~FrameHeader();
     ::operator delete(static_cast<void*>(h));
 }

@@ -1,0 +1,132 @@
+// eddy/runtime/abort_handle.hpp: aborting a spawned task from outside it.
+//
+//     eddy::JoinHandle<void> h = eddy::spawn_abortable(serve(std::move(conn)));
+//     eddy::AbortHandle stop = h.abort_handle();   // copyable; may outlive the task
+//     ...
+//     stop.abort();                                // from any thread
+//     co_await std::move(h);                       // throws eddy::TaskAborted
+//
+// What abort does: the task's cancellation (eddy/tasks/cancellation.hpp) is requested, so
+// whatever it is suspended on now, or suspends on next, throws eddy::OperationCancelled
+// (after the operation let go of its buffer, as for any cancellation), and the task unwinds.
+// Computation is not interrupted: a long loop reaches `this_task::check_cancelled()`.
+// The handle then reports the task as aborted: awaiting it throws eddy::TaskAborted if the
+// task ended by an exception, and gives the value if it returned anyway (it reached no
+// cancellation point). Aborting a task that has finished is a no-op (its result stands);
+// aborting twice is the same as once. A detached aborted task's exception is not reported to
+// `on_unhandled_exception`: its owner asked for it to stop.
+//
+// Why opt-in (spawn_abortable, not every spawn): a task that can be aborted must register
+// its cancellation at every wait (a std::stop_callback: a few atomic operations), and owns
+// one more allocation (this state). Plain `eddy::spawn` tasks skip both; they remain
+// uncancellable, as before. JoinSet spawns abortable tasks.
+//
+// Who may call what: AbortHandle::abort() from any thread, any time (also after the task and
+// its runtime are gone: then it does nothing).
+#pragma once
+
+#include <atomic>
+#include <coroutine>
+#include <cstdint>
+#include <stop_token>
+#include <utility>
+
+#include <eddy/tasks/detail/frame_header.hpp>
+#include <eddy/tasks/detail/promise.hpp>
+
+namespace eddy {
+
+namespace detail {
+
+/// An abortable task's cancellation, shared (reference-counted) by its frame header, its
+/// JoinHandle's abort_handle()s and JoinSet entries.
+class AbortState final : public AbortLink {
+public:
+    static AbortState* make() { return new AbortState(); }
+
+    /// The task's cancellation scope: its promise points here.
+    const TaskCancellation* scope() const noexcept { return &scope_; }
+
+    /// Requests the abort unless the task has finished. Any thread.
+    void abort() noexcept {
+        std::uint8_t expected = kRunning;
+        // Acq_rel: pairs with finish()'s CAS; exactly one of the two wins.
+        if (phase_.compare_exchange_strong(expected, kAborted, std::memory_order_acq_rel))
+            source_.request_stop();  // runs the task's registered cancellations
+    }
+    /// The task reached its final suspend (finish_root). False: it was aborted first.
+    bool finish() noexcept {
+        std::uint8_t expected = kRunning;
+        return phase_.compare_exchange_strong(expected, kFinished, std::memory_order_acq_rel);
+    }
+    /// True when abort() came before the task finished. Acquire: pairs with the CASes.
+    bool aborted() const noexcept { return phase_.load(std::memory_order_acquire) == kAborted; }
+
+private:
+    static constexpr std::uint8_t kRunning = 0;
+    static constexpr std::uint8_t kFinished = 1;
+    static constexpr std::uint8_t kAborted = 2;
+
+    AbortState() : scope_(source_.get_token()) { destroy = &free; }
+    static void free(AbortLink* self) noexcept { delete static_cast<AbortState*>(self); }
+
+    std::stop_source source_;
+    TaskCancellation scope_;
+    std::atomic<std::uint8_t> phase_{kRunning};
+};
+
+/// Gives the unstarted root task `frame` an abort state (its header owns the reference) and
+/// runs it under that state's cancellation. On allocation failure the frame is destroyed.
+inline void make_abortable(PromiseBase& p, std::coroutine_handle<> frame) {
+    AbortState* a = nullptr;
+    try {
+        a = AbortState::make();
+    } catch (...) {
+        frame.destroy();
+        throw;
+    }
+    header_of(frame.address())->abort = a;  // published with the frame by the spawn
+    p.set_cancellation(a->scope());
+}
+
+/// The abort state of the task behind `h`, or nullptr (not abortable).
+inline AbortState* abort_state_of(FrameHeader* h) noexcept { return static_cast<AbortState*>(h->abort); }
+
+} // namespace detail
+
+/// A copyable right to abort one task; see above. Default-constructed: aborts nothing.
+class AbortHandle {
+public:
+    AbortHandle() noexcept = default;
+    AbortHandle(const AbortHandle& o) noexcept : state_(o.state_) {
+        if (state_ != nullptr) state_->retain();
+    }
+    AbortHandle(AbortHandle&& o) noexcept : state_(std::exchange(o.state_, nullptr)) {}
+    AbortHandle& operator=(AbortHandle o) noexcept {
+        std::swap(state_, o.state_);
+        return *this;
+    }
+    ~AbortHandle() {
+        if (state_ != nullptr) state_->release();
+    }
+
+    /// Aborts the task (see above). Any thread; a no-op once it has finished.
+    void abort() const noexcept {
+        if (state_ != nullptr) state_->abort();
+    }
+    /// True when abort() reached the task before it finished.
+    bool aborted() const noexcept { return state_ != nullptr && state_->aborted(); }
+    bool valid() const noexcept { return state_ != nullptr; }
+
+private:
+    template <class T>
+    friend class JoinHandle;
+    template <class T>
+    friend class JoinSet;
+    explicit AbortHandle(detail::AbortState* s) noexcept : state_(s) { state_->retain(); }
+    detail::AbortState* state_of() const noexcept { return state_; }
+
+    detail::AbortState* state_ = nullptr;
+};
+
+} // namespace eddy

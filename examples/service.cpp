@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -115,6 +116,10 @@ eddy::Task<std::size_t> read_some(eddy::net::TcpStream& s, std::span<std::byte> 
 
 eddy::Task<void> serve(eddy::net::TcpStream s, Service& service) {
     service.open.fetch_add(1, std::memory_order_relaxed);
+    struct Closing {  // however the connection ends (an error goes to the group's handler)
+        Service& service;
+        ~Closing() { service.open.fetch_sub(1, std::memory_order_relaxed); }
+    } closing{service};
     try {
         s.set_nodelay(true);
         std::array<std::byte, 4096> buf;
@@ -142,12 +147,22 @@ eddy::Task<void> serve(eddy::net::TcpStream s, Service& service) {
         service.closed.fetch_add(1, std::memory_order_relaxed);
     } catch (const eddy::TimedOut&) {
         // Idle for too long: closed like a peer that went away.
-    } catch (const std::system_error& e) {
-        // This connection ends; the service goes on.
-        if (e.code() != std::errc::connection_reset && e.code() != std::errc::broken_pipe)
-            std::fprintf(stderr, "service: connection: %s\n", e.what());
     }
-    service.open.fetch_sub(1, std::memory_order_relaxed);
+}
+
+/// The group's handler for a connection that failed: it ends that connection only, and the
+/// service goes on (a reset or a broken pipe silently: the client went away).
+void report_connection_error(std::exception_ptr e) {
+    try {
+        std::rethrow_exception(e);
+    } catch (const std::system_error& x) {
+        if (x.code() != std::errc::connection_reset && x.code() != std::errc::broken_pipe)
+            std::fprintf(stderr, "service: connection: %s\n", x.what());
+    } catch (const std::exception& x) {
+        std::fprintf(stderr, "service: connection: %s\n", x.what());
+    } catch (...) {
+        std::fprintf(stderr, "service: connection: unknown exception\n");
+    }
 }
 
 /// Accepts until the group is cancelled (as examples/echo_server.cpp does).
@@ -192,10 +207,13 @@ eddy::Task<void> handle_signals(eddy::io::SignalSet& signals, eddy::TaskGroup& g
 }
 
 eddy::Task<void> run(eddy::net::TcpListener listener, eddy::io::SignalSet& signals, Service& service) {
-    co_await eddy::task_group([&](eddy::TaskGroup& group) -> eddy::Task<void> {
-        group.spawn(handle_signals(signals, group, service));
-        co_await accept_loop(listener, group, service);
-    });
+    // Supervising (a child error handler): a failed connection does not cancel the others.
+    co_await eddy::task_group(
+        [&](eddy::TaskGroup& group) -> eddy::Task<void> {
+            group.spawn(handle_signals(signals, group, service));
+            co_await accept_loop(listener, group, service);
+        },
+        report_connection_error);
     // Every connection has finished here, its socket closed; the listener closes on return.
 }
 

@@ -17,11 +17,11 @@ TaskGroup::~TaskGroup() {
     }
 }
 
-std::coroutine_handle<> TaskGroup::start(std::coroutine_handle<> parent, const std::stop_token* parent_token,
+std::coroutine_handle<> TaskGroup::start(std::coroutine_handle<> parent, const detail::TaskCancellation* parent_scope,
                                          Task<void>& body) {
     if (!body) throw BrokenTask("eddy::task_group: the body returned an empty task");
-    parent_token_ = parent_token;
-    stop_.emplace(parent_token);  // may throw (allocation): nothing started yet
+    parent_token_ = parent_scope != nullptr ? &parent_scope->token : nullptr;
+    stop_.emplace(parent_scope);  // may throw (allocation): nothing started yet
     parent_ = parent;
     auto h = detail::TaskAccess::get(body);
     body_ = detail::header_of(h.address());

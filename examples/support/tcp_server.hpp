@@ -9,8 +9,9 @@
 //     pending read or write ends with eddy::OperationCancelled, its socket closes as its task
 //     unwinds, and the server prints "<name>: SIGTERM, shut down; N connections closed" and
 //     exits 0;
-//   * where errors go: a connection that fails ends that connection only (a reset or a broken
-//     pipe silently, anything else on stderr); an accept that fails (EMFILE) is reported and
+//   * where errors go: the group supervises its children (task_group with a child error
+//     handler), so a connection that fails, by any exception, ends that connection only (a
+//     reset or a broken pipe silently, anything else on stderr); an accept that fails (EMFILE) is reported and
 //     retried after 10 ms, so a lasting error is not a busy loop.
 //
 //     int main(int argc, char** argv) {
@@ -30,6 +31,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -107,18 +109,30 @@ struct Shutdown {
     std::atomic<std::size_t> connections{0};  // connections the shutdown closed
 };
 
-/// Runs one connection's handler; its errors end this connection only.
+/// Runs one connection's handler, counting the connections a shutdown closed. Its errors
+/// go to the group's handler (report_connection_error) and end this connection only.
 template <class Handler>
-eddy::Task<void> guard_connection(const char* name, Handler& handler, eddy::net::TcpStream s, Shutdown& shutdown) {
+eddy::Task<void> guard_connection(Handler& handler, eddy::net::TcpStream s, Shutdown& shutdown) {
     try {
         co_await handler(std::move(s));
     } catch (const eddy::OperationCancelled&) {
         // The group was cancelled (shutdown): the socket closed as the handler's frame went.
         shutdown.connections.fetch_add(1, std::memory_order_relaxed);
-    } catch (const std::system_error& e) {
-        // A reset or a broken pipe is routine for a server: the client went away.
-        if (e.code() != std::errc::connection_reset && e.code() != std::errc::broken_pipe)
-            std::fprintf(stderr, "%s: connection: %s\n", name, e.what());
+    }
+}
+
+/// The supervising group's handler: a connection's failure is reported and the server goes
+/// on. A reset or a broken pipe is routine for a server (the client went away): silent.
+inline void report_connection_error(const char* name, std::exception_ptr e) {
+    try {
+        std::rethrow_exception(e);
+    } catch (const std::system_error& x) {
+        if (x.code() != std::errc::connection_reset && x.code() != std::errc::broken_pipe)
+            std::fprintf(stderr, "%s: connection: %s\n", name, x.what());
+    } catch (const std::exception& x) {
+        std::fprintf(stderr, "%s: connection: %s\n", name, x.what());
+    } catch (...) {
+        std::fprintf(stderr, "%s: connection: unknown exception\n", name);
     }
 }
 
@@ -129,7 +143,7 @@ eddy::Task<void> accept_loop(const char* name, eddy::net::TcpListener& listener,
     while (!group.cancelled()) {
         bool failed = false;
         try {
-            group.spawn(guard_connection(name, handler, co_await listener.accept(), shutdown));
+            group.spawn(guard_connection(handler, co_await listener.accept(), shutdown));
         } catch (const eddy::OperationCancelled&) {
             co_return;  // shutdown
         } catch (const std::system_error& e) {
@@ -160,10 +174,14 @@ inline eddy::Task<void> stop_on_signal(eddy::io::SignalSet& signals, eddy::TaskG
 template <class Handler>
 eddy::Task<void> serve(const char* name, eddy::net::TcpListener listener, eddy::io::SignalSet& signals,
                        Handler& handler, Shutdown& shutdown) {
-    co_await eddy::task_group([&](eddy::TaskGroup& group) -> eddy::Task<void> {
-        group.spawn(stop_on_signal(signals, group, shutdown));
-        co_await accept_loop(name, listener, group, handler, shutdown);
-    });
+    // Supervising: one connection's failure is reported, and the other connections and the
+    // accept loop run on.
+    co_await eddy::task_group(
+        [&](eddy::TaskGroup& group) -> eddy::Task<void> {
+            group.spawn(stop_on_signal(signals, group, shutdown));
+            co_await accept_loop(name, listener, group, handler, shutdown);
+        },
+        [name](std::exception_ptr e) { report_connection_error(name, e); });
     // Every connection has finished here, its socket closed; the listener closes on return.
 }
 

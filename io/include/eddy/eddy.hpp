@@ -56,6 +56,7 @@
 #include <eddy/tasks/cancellation.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
+#include <eddy/tasks/task_local.hpp>
 
 // eddy::tls, when this build has it (OpenSSL found; <eddy/config.hpp> says).
 #include <eddy/config.hpp>

@@ -123,7 +123,7 @@ public:
         // May stop the scope at once, if the awaiter is cancelled already.
         if (parent_token_ != nullptr && parent_token_->stop_possible())
             link_.emplace(*parent_token_, detail::ForwardStop{&scope_->source});
-        scope_->scope.unconstrained = detail::unconstrained_of(parent);  // recycled: set each time
+        scope_->scope.inherit(detail::cancellation_scope_of(parent));  // recycled: set each time
         child.promise().set_cancellation(&scope_->scope);
         child.promise().set_continuation(parent);
         const std::int64_t now = detail::steady_now_ns();  // the one clock read

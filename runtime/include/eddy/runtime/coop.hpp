@@ -31,6 +31,7 @@
 #include <optional>
 
 #include <eddy/runtime/detail/coop_budget.hpp>
+#include <eddy/tasks/cancellation.hpp>
 #include <eddy/tasks/task.hpp>
 
 namespace eddy::coop {
@@ -62,21 +63,6 @@ private:
     std::optional<std::uint32_t> left_;
 };
 
-/// Gives the awaiting task's cancellation scope, without suspending.
-class CurrentScope {
-public:
-    bool await_ready() const noexcept { return false; }
-    template <class P>
-    bool await_suspend(std::coroutine_handle<P> h) noexcept {
-        scope_ = eddy::detail::cancellation_scope_of(h);
-        return false;
-    }
-    const eddy::detail::TaskCancellation* await_resume() const noexcept { return scope_; }
-
-private:
-    const eddy::detail::TaskCancellation* scope_ = nullptr;
-};
-
 } // namespace detail
 
 /// `co_await eddy::coop::consume_budget()`: spends one unit of the calling task's budget, as
@@ -95,18 +81,10 @@ private:
 /// awaiter's cancellation. Use sparingly: this is how a worker gets held for seconds.
 template <class T>
 Task<T> unconstrained(Task<T> task) {
-    const eddy::detail::TaskCancellation* parent = co_await detail::CurrentScope{};
-    eddy::detail::TaskCancellation own(parent != nullptr ? parent->token : std::stop_token{});
+    const eddy::detail::TaskCancellation* parent = co_await eddy::detail::CurrentScope{};
+    // The parent's token (a copy shared with the parent: share() marks both), task-locals.
+    eddy::detail::TaskCancellation own(parent, eddy::detail::TaskCancellation::Derive{});
     own.unconstrained = true;
-    // A copy of the token that left the tree through `own` counts as one that left through
-    // the parent's scope (eddy::with_timeout must not reuse that source).
-    struct SharePropagation {
-        const eddy::detail::TaskCancellation* parent;
-        const eddy::detail::TaskCancellation& own;
-        ~SharePropagation() {
-            if (parent != nullptr && own.shared.load(std::memory_order_relaxed)) (void)parent->share();
-        }
-    } propagate{parent, own};
     co_return co_await typename Task<T>::Awaiter(task, &own);
 }
 

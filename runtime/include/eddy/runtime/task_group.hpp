@@ -88,7 +88,7 @@ public:
         }
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> parent) {
-            return group_.start(parent, detail::cancellation_of(parent), body_);
+            return group_.start(parent, detail::cancellation_scope_of(parent), body_);
         }
         void await_resume() const { group_.finish(); }
 
@@ -105,7 +105,7 @@ private:
     TaskGroup() = default;
     explicit TaskGroup(ChildErrorHandler h) : on_child_error_(std::move(h)) {}
 
-    std::coroutine_handle<> start(std::coroutine_handle<> parent, const std::stop_token* parent_token,
+    std::coroutine_handle<> start(std::coroutine_handle<> parent, const detail::TaskCancellation* parent_scope,
                                   Task<void>& body);
     void adopt(Task<void>& member);
     void finish() const;

@@ -59,20 +59,20 @@ private:
     std::stop_token token_;
 };
 
-/// Awaiting it gives a pointer to the awaiting task's token (nullptr: uncancellable), which
-/// lives as long as the task; unlike CurrentStopToken it does not share the token.
-class CurrentCancellation {
+/// Awaiting it gives the awaiting task's scope (nullptr: none), without suspending: to run a
+/// child under a scope derived from it.
+class CurrentScope {
 public:
     bool await_ready() const noexcept { return false; }
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) noexcept {
-        token_ = cancellation_of(h);
+        scope_ = cancellation_scope_of(h);
         return false;
     }
-    const std::stop_token* await_resume() const noexcept { return token_; }
+    const TaskCancellation* await_resume() const noexcept { return scope_; }
 
 private:
-    const std::stop_token* token_ = nullptr;
+    const TaskCancellation* scope_ = nullptr;
 };
 
 /// Awaiting it throws OperationCancelled if the awaiting task's cancellation was requested.
@@ -92,17 +92,16 @@ private:
     bool cancelled_ = false;
 };
 
-/// A std::stop_source that is stopped when `parent` is: a combinator's own cancellation,
-/// nested under its awaiter's. Lives in the combinator's frame; not movable (the callback
-/// points into it).
+/// A std::stop_source that is stopped when `parent`'s token is: a combinator's own
+/// cancellation, nested under its awaiter's. Its scope inherits the rest of `parent`'s
+/// (eddy::coop::unconstrained, the task-locals). Lives in the combinator's frame; not
+/// movable (the callback points into it).
 class LinkedStopSource {
 public:
-    /// `unconstrained`: the children inherit eddy::coop::unconstrained from the awaiter.
-    explicit LinkedStopSource(const std::stop_token* parent, bool unconstrained = false)
-        : scope_(source_.get_token()) {
-        scope_.unconstrained = unconstrained;
+    explicit LinkedStopSource(const TaskCancellation* parent) : scope_(source_.get_token()) {
+        scope_.inherit(parent);
         // May run request_stop() at once, if the parent is already stopped.
-        if (parent != nullptr && parent->stop_possible()) link_.emplace(*parent, Forward{&source_});
+        if (parent != nullptr && parent->token.stop_possible()) link_.emplace(parent->token, Forward{&source_});
     }
     LinkedStopSource(const LinkedStopSource&) = delete;
     LinkedStopSource& operator=(const LinkedStopSource&) = delete;
@@ -143,7 +142,11 @@ namespace this_task {
 /// The awaiter's own cancellation still applies to what it awaits afterwards.
 template <class T>
 Task<T> shield(Task<T> task) {
-    co_return co_await typename Task<T>::Awaiter(task, nullptr);
+    const detail::TaskCancellation* parent = co_await detail::CurrentScope{};
+    // No token, but what else the awaiter passes down (task-locals, coop::unconstrained).
+    detail::TaskCancellation own;
+    own.inherit(parent);
+    co_return co_await typename Task<T>::Awaiter(task, &own);
 }
 
 template <detail::IntoTask A>
@@ -155,9 +158,10 @@ auto shield(A&& a) {
 /// either cancels it (then OperationCancelled, as for any cancellation).
 template <class T>
 Task<T> with_stop_token(Task<T> task, std::stop_token token) {
-    const std::stop_token* parent = co_await detail::CurrentCancellation{};
-    if (parent == nullptr || !parent->stop_possible()) {
-        const detail::TaskCancellation own(std::move(token));
+    const detail::TaskCancellation* parent = co_await detail::CurrentScope{};
+    if (parent == nullptr || !parent->token.stop_possible()) {
+        detail::TaskCancellation own(std::move(token));
+        own.inherit(parent);
         co_return co_await typename Task<T>::Awaiter(task, &own);
     }
     detail::LinkedStopSource both(parent);

@@ -1,7 +1,7 @@
 // eddy/tasks/errors.hpp: the exceptions eddy throws, each a type of its own so that it can be
 // caught on purpose.
 //
-// Misuse (BrokenTask, WrongThread, RuntimeStopped, NotAbortable): every error a caller can provoke by using
+// Misuse (BrokenTask, WrongThread, RuntimeStopped, NotAbortable, TaskLocalUnset): every error a caller can provoke by using
 // the API wrongly is one of these. Outcomes of concurrent work (OperationCancelled, TimedOut,
 // TaskAborted, ChannelClosed): how a task learns that it was cancelled, ran out of time, or lost its peer.
 // I/O failures are std::system_error carrying the errno (see eddy/io).
@@ -65,6 +65,12 @@ public:
 /// JoinHandle::abort() or abort_handle() on the handle of a task that was not spawned
 /// abortable (eddy::spawn_abortable, Runtime::spawn_abortable, JoinSet::spawn).
 class NotAbortable : public std::logic_error {
+public:
+    using std::logic_error::logic_error;
+};
+
+/// `co_await key.get()` on an eddy::task_local that has no value bound for the calling task.
+class TaskLocalUnset : public std::logic_error {
 public:
     using std::logic_error::logic_error;
 };

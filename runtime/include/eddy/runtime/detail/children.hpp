@@ -110,7 +110,7 @@ public:
     template <class P>
     bool await_suspend(std::coroutine_handle<P> parent) {
         // May throw (allocation): nothing started yet.
-        state_.link(cancellation_of(parent), unconstrained_of(parent));
+        state_.link(cancellation_scope_of(parent));
         for (std::size_t i = 0; i < n_; ++i) {
             auto [promise, child] = get_(i);
             state_.start_child(i, *promise, child);

@@ -21,7 +21,7 @@ class WhenAllState {
 public:
     explicit WhenAllState(std::size_t children) noexcept : countdown_(children) {}
 
-    void link(const std::stop_token* parent, bool unconstrained) { stop_.emplace(parent, unconstrained); }
+    void link(const TaskCancellation* parent) { stop_.emplace(parent); }
     void start_child(std::size_t, PromiseBase& p, std::coroutine_handle<> child) noexcept {
         p.set_finish(&on_child_done, this);
         p.set_cancellation(stop_->token());

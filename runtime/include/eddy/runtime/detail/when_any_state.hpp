@@ -21,7 +21,7 @@ public:
 
     explicit WhenAnyState(std::size_t children) : countdown_(children), slots_(children) {}
 
-    void link(const std::stop_token* parent, bool unconstrained) { stop_.emplace(parent, unconstrained); }
+    void link(const TaskCancellation* parent) { stop_.emplace(parent); }
     void start_child(std::size_t i, PromiseBase& p, std::coroutine_handle<> child) noexcept {
         slots_[i] = Slot{this, i};
         p.set_finish(&on_child_done, &slots_[i]);

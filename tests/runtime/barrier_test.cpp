@@ -30,6 +30,7 @@
 #include <eddy/tasks/task.hpp>
 
 #include "tests/support/counted.hpp"
+#include "tests/support/off_worker.hpp"
 #include "tests/support/sync_helpers.hpp"
 #include "tests/support/waiting.hpp"
 
@@ -39,7 +40,6 @@ using eddy::JoinHandle;
 using eddy::Runtime;
 using eddy::RuntimeConfig;
 using eddy::Task;
-using eddy::test::Eager;
 using eddy::test::outcome;
 using eddy::test::settle;
 
@@ -55,15 +55,6 @@ Task<std::string> role(JoinHandle<bool> h) {
         co_return (co_await std::move(h)) ? "leader" : "follower";
     } catch (...) {
         co_return eddy::test::describe(std::current_exception());
-    }
-}
-
-Eager arrive_off_worker(Barrier& b, std::string& how) {
-    try {
-        (void)co_await b.arrive_and_wait();
-        how = "ok";
-    } catch (const eddy::WrongThread&) {
-        how = "wrong thread";
     }
 }
 
@@ -295,7 +286,7 @@ TEST_CASE("misuse: Barrier(0) throws invalid_argument; arriving off a worker thr
 
     Barrier b(2);
     std::string how;
-    arrive_off_worker(b, how);
+    eddy::test::await_off_worker([&b] { return b.arrive_and_wait(); }, how);
     CHECK(how == "wrong thread");
     CHECK(b.waiting() == 0);
     Runtime rt(RuntimeConfig{.workers = 1});

@@ -28,6 +28,7 @@
 
 #include "tests/support/counted.hpp"
 #include "tests/support/notify_probe.hpp"
+#include "tests/support/off_worker.hpp"
 #include "tests/support/sync_helpers.hpp"
 #include "tests/support/waiting.hpp"
 
@@ -36,7 +37,6 @@ using eddy::Notify;
 using eddy::Runtime;
 using eddy::RuntimeConfig;
 using eddy::Task;
-using eddy::test::Eager;
 using eddy::test::outcome;
 using eddy::test::settle;
 using eddy::test::spend_permit;
@@ -53,15 +53,6 @@ Task<void> wait_for(Notify& n) { co_await n.notified(); }
 Task<void> wait_and_count(Notify& n, std::atomic<int>& woken, eddy::test::Counted) {
     co_await n.notified();
     woken.fetch_add(1);
-}
-
-Eager wait_off_worker(Notify& n, std::string& how) {
-    try {
-        co_await n.notified();
-        how = "ok";
-    } catch (const eddy::WrongThread&) {
-        how = "wrong thread";
-    }
 }
 
 } // namespace
@@ -331,7 +322,7 @@ TEST_CASE("misuse: awaiting off a worker throws WrongThread and consumes no perm
     Notify n;
     n.notify_one();
     std::string how;
-    wait_off_worker(n, how);
+    eddy::test::await_off_worker([&n] { return n.notified(); }, how);
     CHECK(how == "wrong thread");
     Runtime rt(RuntimeConfig{.workers = 1});
     CHECK(rt.block_on(spend_permit(n)) == "permit");

@@ -27,6 +27,7 @@
 #include <eddy/tasks/task.hpp>
 
 #include "tests/support/counted.hpp"
+#include "tests/support/off_worker.hpp"
 #include "tests/support/sync_helpers.hpp"
 #include "tests/support/waiting.hpp"
 
@@ -35,7 +36,6 @@ using eddy::Runtime;
 using eddy::RuntimeConfig;
 using eddy::RwLock;
 using eddy::Task;
-using eddy::test::Eager;
 using eddy::test::outcome;
 using eddy::test::settle;
 
@@ -62,24 +62,6 @@ Task<void> read_counted(RwLock& l, eddy::test::Counted) { RwLock::ReadGuard g = 
 Task<void> write_counted(RwLock& l, eddy::test::Counted) { RwLock::WriteGuard g = co_await l.write(); }
 
 bool is_free(const RwLock& l) { return !l.is_write_locked() && l.readers() == 0 && l.waiters() == 0; }
-
-Eager read_off_worker(RwLock& l, std::string& how) {
-    try {
-        RwLock::ReadGuard g = co_await l.read();
-        how = "ok";
-    } catch (const eddy::WrongThread&) {
-        how = "wrong thread";
-    }
-}
-
-Eager write_off_worker(RwLock& l, std::string& how) {
-    try {
-        RwLock::WriteGuard g = co_await l.write();
-        how = "ok";
-    } catch (const eddy::WrongThread&) {
-        how = "wrong thread";
-    }
-}
 
 /// Polls (yielding) until `l` has `n` waiters; false if the deadline passed first.
 Task<bool> until_waiters(RwLock& l, std::size_t n) {
@@ -498,10 +480,10 @@ TEST_CASE("a runtime destroyed while tasks wait unlinks them; a handover to a de
 TEST_CASE("misuse: reading or writing off a worker throws WrongThread and takes nothing") {
     RwLock l;
     std::string how;
-    read_off_worker(l, how);
+    eddy::test::await_off_worker([&l] { return l.read(); }, how);
     CHECK(how == "wrong thread");
     how.clear();
-    write_off_worker(l, how);
+    eddy::test::await_off_worker([&l] { return l.write(); }, how);
     CHECK(how == "wrong thread");
     CHECK(is_free(l));
 }

@@ -28,7 +28,9 @@
 // unlocking (a guard's destruction or unlock()) from any thread. Ownership belongs to the
 // guard, not to a thread: a guard may be moved to and released by another task. A task
 // that holds a read guard and asks for write() waits for itself forever (no upgrades), as
-// with std::shared_mutex. The RwLock must outlive its guards and waiters.
+// with std::shared_mutex; one that asks for read() again may too (if a writer queued in
+// between, the second read waits behind it, and the writer for the first read: take one
+// guard and pass it down instead). The RwLock must outlive its guards and waiters.
 //
 // Cancellation (eddy/tasks/cancellation.hpp): a task cancelled while waiting leaves the line
 // and resumes with eddy::OperationCancelled, and what it was holding up goes on (a cancelled

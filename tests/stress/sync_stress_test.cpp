@@ -1,6 +1,6 @@
 // tests/stress/sync_stress_test.cpp: the synchronization primitives (Channel, Mutex,
-// Semaphore, Event) under load, with cancellations racing grants, and runtimes destroyed
-// while tasks wait on them.
+// Semaphore, Event, RwLock, Notify, Barrier) under load, with cancellations racing grants, and
+// runtimes destroyed while tasks wait on them.
 //
 // Every case runs for 1, 2 and 8 workers (8 is more than the CI machine's cores, on purpose:
 // preempted workers make the races between a grant and a stop request common), several
@@ -11,6 +11,8 @@
 #include <eddy/eddy.hpp>
 
 #include "support/counted.hpp"
+#include "support/notify_probe.hpp"
+#include "support/sync_helpers.hpp"
 #include "support/stress_rounds.hpp"
 
 #include <doctest/doctest.h>
@@ -249,6 +251,271 @@ TEST_CASE("a mutex or permit handed to a task that shutdown destroyed before it 
             CHECK(m.waiters() == 0);
             CHECK(s.available() == 1);
         }
+    });
+}
+
+} // TEST_SUITE
+
+// --- RwLock, Notify, Barrier ---------------------------------------------------------------
+
+namespace {
+
+/// A small deterministic generator per task (xorshift32), so a failing round is reproducible.
+struct Dice {
+    std::uint32_t state;
+    std::uint32_t roll(std::uint32_t sides) noexcept {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        return state % sides;
+    }
+};
+
+/// Runs `task` under a token that is stopped before it starts (roll 0), by a concurrent task
+/// after a few yields (rolls 1-2), or never (else). Returns false if it was cancelled.
+Task<bool> maybe_cancelled(Task<void> task, Dice& dice) {
+    std::stop_source stop;
+    const std::uint32_t how = dice.roll(6);
+    if (how == 0) stop.request_stop();
+    JoinHandle<void> stopper = eddy::spawn([](std::stop_source s, std::uint32_t yields, bool stop_it) -> Task<void> {
+        for (std::uint32_t i = 0; i < yields; ++i) co_await eddy::yield_now();
+        if (stop_it) s.request_stop();
+    }(stop, dice.roll(3), how <= 2));
+    bool done = true;
+    try {
+        co_await eddy::with_stop_token(std::move(task), stop.get_token());
+    } catch (const eddy::OperationCancelled&) {
+        done = false;
+    }
+    co_await std::move(stopper);
+    co_return done;
+}
+
+struct RwCounts {
+    std::atomic<int> readers_in{0}, writers_in{0}, violations{0};
+    std::atomic<long> reads{0}, writes{0}, cancelled{0};
+};
+
+/// Writes: increments the plain counter with a yield inside; checks that nobody else is in.
+Task<void> rw_write(eddy::RwLock& l, long& plain, RwCounts& c) {
+    eddy::RwLock::WriteGuard g = co_await l.write();
+    if (c.writers_in.fetch_add(1) != 0 || c.readers_in.load() != 0) c.violations.fetch_add(1);
+    const long seen = plain;
+    co_await eddy::yield_now();
+    plain = seen + 1;
+    c.writers_in.fetch_sub(1);
+}
+
+/// Reads over a yield; checks that no writer is in, before and after.
+Task<void> rw_read(eddy::RwLock& l, RwCounts& c) {
+    eddy::RwLock::ReadGuard g = co_await l.read();
+    c.readers_in.fetch_add(1);
+    if (c.writers_in.load() != 0) c.violations.fetch_add(1);
+    co_await eddy::yield_now();
+    if (c.writers_in.load() != 0) c.violations.fetch_add(1);
+    c.readers_in.fetch_sub(1);
+}
+
+/// `n` reads and writes (about one in four a write), some cancelled, counted by outcome.
+Task<void> rw_user(eddy::RwLock& l, long& plain, RwCounts& c, std::uint32_t seed, int n) {
+    Dice dice{seed};
+    for (int i = 0; i < n; ++i) {
+        const bool write = dice.roll(4) == 0;
+        Task<void> op = write ? rw_write(l, plain, c) : rw_read(l, c);
+        if (co_await maybe_cancelled(std::move(op), dice)) {
+            (write ? c.writes : c.reads).fetch_add(1);
+        } else {
+            c.cancelled.fetch_add(1);
+        }
+    }
+}
+
+Task<void> notified(eddy::Notify& n, std::atomic<int>& ok) {
+    co_await n.notified();
+    ok.fetch_add(1);
+}
+
+/// One member of a barrier: `generations` arrivals, each retried until one is not cancelled;
+/// checks that every member had arrived when a generation completes.
+Task<void> barrier_member(eddy::Barrier& b, std::vector<std::atomic<int>>& arrived,
+                          std::vector<std::atomic<int>>& leaders, std::atomic<int>& short_generations,
+                          std::atomic<long>& cancelled, std::uint32_t seed) {
+    Dice dice{seed};
+    for (std::size_t g = 0; g < arrived.size(); ++g) {
+        arrived[g].fetch_add(1);
+        for (;;) {
+            bool leader = false;
+            auto arrive = [](eddy::Barrier& b, bool& leader) -> Task<void> {
+                leader = (co_await b.arrive_and_wait()).is_leader();
+            };
+            if (co_await maybe_cancelled(arrive(b, leader), dice)) {
+                if (leader) leaders[g].fetch_add(1);
+                break;
+            }
+            cancelled.fetch_add(1);
+        }
+        if (arrived[g].load() != static_cast<int>(b.parties())) short_generations.fetch_add(1);
+    }
+}
+
+Task<void> read_lock(eddy::RwLock& l, eddy::test::Counted) { eddy::RwLock::ReadGuard g = co_await l.read(); }
+Task<void> write_lock(eddy::RwLock& l, eddy::test::Counted) { eddy::RwLock::WriteGuard g = co_await l.write(); }
+Task<void> wait_notify(eddy::Notify& n, std::atomic<int>& ok, eddy::test::Counted) { co_await notified(n, ok); }
+Task<void> arrive_barrier(eddy::Barrier& b, eddy::test::Counted) { (void)co_await b.arrive_and_wait(); }
+
+} // namespace
+
+TEST_SUITE("stress/sync") {
+
+TEST_CASE("an rwlock with reads and writes cancelled at random: no reader while a writer holds it, exact counts") {
+    for_each_configuration([](std::size_t workers) {
+        eddy::Runtime rt(eddy::RuntimeConfig{.workers = workers});
+        eddy::RwLock l;
+        long plain = 0;
+        RwCounts c;
+        constexpr int kTasks = 16;
+#ifdef EDDY_TEST_TSAN
+        constexpr int kEach = 40;
+#else
+        constexpr int kEach = 150;
+#endif
+        rt.block_on([](eddy::RwLock& l, long& plain, RwCounts& c) -> Task<void> {
+            std::vector<JoinHandle<void>> all;
+            for (int i = 0; i < kTasks; ++i)
+                all.push_back(eddy::spawn(rw_user(l, plain, c, 0x9e3779b9u * static_cast<std::uint32_t>(i + 1), kEach)));
+            for (auto& h : all) co_await std::move(h);
+        }(l, plain, c));
+        CHECK(c.violations.load() == 0);
+        CHECK(c.reads.load() + c.writes.load() + c.cancelled.load() == kTasks * kEach);
+        CHECK(plain == c.writes.load());
+        CHECK(c.writes.load() > 0);
+        CHECK(c.reads.load() > 0);
+        CHECK(c.cancelled.load() > 0);
+        CHECK_FALSE(l.is_write_locked());
+        CHECK(l.readers() == 0);
+        CHECK(l.waiters() == 0);
+    });
+}
+
+TEST_CASE("notify_one raced by stops on every waiter: delivered once or stored, never lost or doubled") {
+    // Each step: a few waiters under tokens that are all stopped, racing one notify_one (from
+    // a task, or from a plain thread). Every waiter ends, and exactly one of them returned
+    // normally, or none did and the permit is stored.
+    for_each_configuration([](std::size_t workers) {
+        eddy::Runtime rt(eddy::RuntimeConfig{.workers = workers});
+        eddy::Notify n;
+#ifdef EDDY_TEST_TSAN
+        constexpr int kSteps = 60;
+#else
+        constexpr int kSteps = 300;
+#endif
+        const int bad = rt.block_on([](eddy::Notify& n) -> Task<int> {
+            int bad = 0;
+            Dice dice{12345};
+            for (int step = 0; step < kSteps; ++step) {
+                std::atomic<int> ok{0};
+                const std::uint32_t waiters = 1 + dice.roll(4);
+                std::vector<std::stop_source> stops(waiters);
+                std::vector<JoinHandle<void>> all;
+                for (auto& s : stops) all.push_back(eddy::spawn(eddy::with_stop_token(notified(n, ok), s.get_token())));
+                for (std::uint32_t y = dice.roll(3); y > 0; --y) co_await eddy::yield_now();
+                std::optional<std::thread> thread;
+                if (step % 5 == 0) {
+                    thread.emplace([&n] { n.notify_one(); });
+                } else {
+                    all.push_back(eddy::spawn([](eddy::Notify& n) -> Task<void> {
+                        n.notify_one();
+                        co_return;
+                    }(n)));
+                }
+                for (auto& s : stops) s.request_stop();
+                for (auto& h : all) (void)co_await eddy::test::outcome(std::move(h));
+                if (thread) thread->join();
+                const std::string permit = co_await eddy::test::spend_permit(n);
+                if (ok.load() + (permit == "permit" ? 1 : 0) != 1) ++bad;
+            }
+            co_return bad;
+        }(n));
+        CHECK(bad == 0);
+        CHECK(n.waiters() == 0);
+    });
+}
+
+TEST_CASE("a barrier with arrivals cancelled at random counts its generations exactly") {
+    for_each_configuration([](std::size_t workers) {
+        eddy::Runtime rt(eddy::RuntimeConfig{.workers = workers});
+        constexpr std::size_t kMembers = 6;
+#ifdef EDDY_TEST_TSAN
+        constexpr std::size_t kGenerations = 40;
+#else
+        constexpr std::size_t kGenerations = 200;
+#endif
+        eddy::Barrier b(kMembers);
+        std::vector<std::atomic<int>> arrived(kGenerations), leaders(kGenerations);
+        std::atomic<int> short_generations{0};
+        std::atomic<long> cancelled{0};
+        rt.block_on([](eddy::Barrier& b, std::vector<std::atomic<int>>& arrived, std::vector<std::atomic<int>>& leaders,
+                       std::atomic<int>& short_generations, std::atomic<long>& cancelled) -> Task<void> {
+            std::vector<JoinHandle<void>> all;
+            for (std::size_t i = 0; i < kMembers; ++i)
+                all.push_back(eddy::spawn(barrier_member(b, arrived, leaders, short_generations, cancelled,
+                                                         0x85ebca6bu * static_cast<std::uint32_t>(i + 1))));
+            for (auto& h : all) co_await std::move(h);
+        }(b, arrived, leaders, short_generations, cancelled));
+        CHECK(short_generations.load() == 0);
+        std::size_t wrong = 0;
+        for (auto& l : leaders) wrong += l.load() == 1 ? 0 : 1;
+        CHECK(wrong == 0);
+        CHECK(b.generation() == kGenerations);
+        CHECK(b.waiting() == 0);
+        CHECK(cancelled.load() > 0);
+    });
+}
+
+TEST_CASE("a runtime destroyed while tasks wait on an rwlock, a notify or a barrier unlinks every waiter") {
+    for_each_configuration([](std::size_t workers) {
+        eddy::test::LifetimeCounter frames;
+        eddy::RwLock l, handed;
+        eddy::Notify n;
+        eddy::Barrier b(11);
+        std::atomic<int> woken{0};
+        std::optional<eddy::RwLock::WriteGuard> held = l.try_write();
+        std::optional<eddy::RwLock::WriteGuard> to_hand = handed.try_write();
+        {
+            eddy::Runtime rt(eddy::RuntimeConfig{.workers = workers});
+            for (int i = 0; i < 10; ++i) {
+                (void)rt.spawn(read_lock(l, eddy::test::Counted(frames)));
+                (void)rt.spawn(write_lock(l, eddy::test::Counted(frames)));
+                (void)rt.spawn((i % 2 == 0 ? read_lock : write_lock)(handed, eddy::test::Counted(frames)));
+                (void)rt.spawn(wait_notify(n, woken, eddy::test::Counted(frames)));
+                (void)rt.spawn(arrive_barrier(b, eddy::test::Counted(frames)));
+            }
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+            while ((l.waiters() < 20 || handed.waiters() < 10 || n.waiters() < 10 || b.waiting() < 10) &&
+                   std::chrono::steady_clock::now() < deadline)
+                std::this_thread::yield();
+            REQUIRE(l.waiters() == 20);
+            REQUIRE(handed.waiters() == 10);
+            REQUIRE(n.waiters() == 10);
+            REQUIRE(b.waiting() == 10);
+            // Handed over at once before the runtime goes: some granted frames never run.
+            to_hand.reset();
+            n.notify_one();
+        }
+        CHECK(frames.alive() == 0);
+        CHECK(l.waiters() == 0);
+        CHECK(n.waiters() == 0);
+        CHECK(b.waiting() == 0);
+        CHECK(b.generation() == 0);
+        CHECK(handed.waiters() == 0);
+        CHECK_FALSE(handed.is_write_locked());
+        CHECK(handed.readers() == 0);
+        held.reset();
+        CHECK_FALSE(l.is_write_locked());
+        // The notification went to a waiter that ran, or ends stored as the permit.
+        eddy::Runtime rt(eddy::RuntimeConfig{.workers = workers});
+        const std::string permit = rt.block_on(eddy::test::spend_permit(n));
+        CHECK(woken.load() + (permit == "permit" ? 1 : 0) == 1);
     });
 }
 

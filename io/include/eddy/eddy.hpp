@@ -34,6 +34,7 @@
 #include <eddy/net/unix_listener.hpp>
 #include <eddy/net/unix_stream.hpp>
 #include <eddy/runtime/abort_handle.hpp>
+#include <eddy/runtime/barrier.hpp>
 #include <eddy/runtime/channel.hpp>
 #include <eddy/runtime/config.hpp>
 #include <eddy/runtime/coop.hpp>
@@ -43,8 +44,10 @@
 #include <eddy/runtime/latch.hpp>
 #include <eddy/runtime/metrics.hpp>
 #include <eddy/runtime/mutex.hpp>
+#include <eddy/runtime/notify.hpp>
 #include <eddy/runtime/oneshot.hpp>
 #include <eddy/runtime/runtime.hpp>
+#include <eddy/runtime/rw_lock.hpp>
 #include <eddy/runtime/semaphore.hpp>
 #include <eddy/runtime/spawn.hpp>
 #include <eddy/runtime/spawn_blocking.hpp>

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -70,14 +71,25 @@ TEST_CASE("a poll past the threshold is reported once, with its worker and a dur
     };
     Runtime rt(config);
     const std::size_t worker = rt.block_on(compute_for(200ms));
-    // Short polls, many of them, for longer than the threshold in all: never reported.
-    rt.block_on(compute_in_slices(200ms, 1ms));
-    std::lock_guard g(reports.lock);
-    REQUIRE(reports.seen.size() == 1);
-    CHECK(reports.seen[0].first == worker);
-    CHECK(reports.seen[0].second >= 30ms);
-    CHECK(reports.seen[0].second <= 200ms);
+    {
+        std::lock_guard g(reports.lock);
+        REQUIRE(reports.seen.size() == 1);
+        CHECK(reports.seen[0].first == worker);
+        CHECK(reports.seen[0].second >= 30ms);
+        CHECK(reports.seen[0].second <= 200ms);
+    }
     CHECK(slow_polls(rt) == 1);
+    // Short polls, many of them, for longer than the threshold in all: not reported. A poll's
+    // time is wall time, so a worker thread that the OS preempts for 30 ms in the middle of a
+    // 1 ms slice (a loaded CI machine, a TSan build) is rightly reported: up to three tries,
+    // one of which must be clean. Adding the slices up would fail all three.
+    bool clean = false;
+    for (int attempt = 0; attempt < 3 && !clean; ++attempt) {
+        const std::uint64_t before = slow_polls(rt);
+        rt.block_on(compute_in_slices(200ms, 1ms));
+        clean = slow_polls(rt) == before;
+    }
+    CHECK(clean);
 }
 
 TEST_CASE("without a hook the report is a line on stderr naming the worker") {

@@ -20,7 +20,7 @@ TaskGroup::~TaskGroup() {
 std::coroutine_handle<> TaskGroup::start(std::coroutine_handle<> parent, const detail::TaskCancellation* parent_scope,
                                          Task<void>& body) {
     if (!body) throw BrokenTask("eddy::task_group: the body returned an empty task");
-    parent_token_ = parent_scope != nullptr ? &parent_scope->token : nullptr;
+    parent_scope_ = parent_scope;
     stop_.emplace(parent_scope);  // may throw (allocation): nothing started yet
     parent_ = parent;
     auto h = detail::TaskAccess::get(body);
@@ -105,7 +105,7 @@ std::coroutine_handle<> TaskGroup::on_member_done(void* ctx, detail::PromiseBase
 
 void TaskGroup::finish() const {
     if (first_error_) std::rethrow_exception(first_error_);
-    if (detail::stop_requested(parent_token_))
+    if (parent_scope_ != nullptr && parent_scope_->stop_requested())
         throw OperationCancelled("eddy::task_group: the group's awaiter was cancelled");
 }
 

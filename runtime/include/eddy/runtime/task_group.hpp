@@ -119,7 +119,7 @@ private:
     // takes one away (acq_rel: release publishes its effects, acquire on the last sees all).
     std::atomic<std::size_t> live_{0};
     std::coroutine_handle<> parent_;
-    const std::stop_token* parent_token_ = nullptr;
+    const detail::TaskCancellation* parent_scope_ = nullptr;
     std::optional<detail::LinkedStopSource> stop_;
     // The first failure: written once by the failed_ CAS winner, read after the last member
     // (ordered by live_'s acq_rel chain).

@@ -92,36 +92,6 @@ private:
     bool cancelled_ = false;
 };
 
-/// A std::stop_source that is stopped when `parent`'s token is: a combinator's own
-/// cancellation, nested under its awaiter's. Its scope inherits the rest of `parent`'s
-/// (eddy::coop::unconstrained, the task-locals). Lives in the combinator's frame; not
-/// movable (the callback points into it).
-class LinkedStopSource {
-public:
-    explicit LinkedStopSource(const TaskCancellation* parent) : scope_(source_.get_token()) {
-        scope_.inherit(parent);
-        // May run request_stop() at once, if the parent is already stopped.
-        if (parent != nullptr && parent->token.stop_possible()) link_.emplace(parent->token, Forward{&source_});
-    }
-    LinkedStopSource(const LinkedStopSource&) = delete;
-    LinkedStopSource& operator=(const LinkedStopSource&) = delete;
-
-    /// The cancellation children run under; stays valid as long as this object.
-    const TaskCancellation* token() const noexcept { return &scope_; }
-    bool request_stop() noexcept { return source_.request_stop(); }
-    bool stop_requested() const noexcept { return source_.stop_requested(); }
-
-private:
-    struct Forward {
-        std::stop_source* target;
-        void operator()() const noexcept { target->request_stop(); }
-    };
-    std::stop_source source_;
-    TaskCancellation scope_;
-    // Destroyed first: its destructor waits for a forward running on another thread.
-    std::optional<std::stop_callback<Forward>> link_;
-};
-
 } // namespace detail
 
 namespace this_task {
@@ -159,7 +129,7 @@ auto shield(A&& a) {
 template <class T>
 Task<T> with_stop_token(Task<T> task, std::stop_token token) {
     const detail::TaskCancellation* parent = co_await detail::CurrentScope{};
-    if (parent == nullptr || !parent->token.stop_possible()) {
+    if (parent == nullptr || !parent->stop_possible()) {
         detail::TaskCancellation own(std::move(token));
         own.inherit(parent);
         co_return co_await typename Task<T>::Awaiter(task, &own);

@@ -23,62 +23,11 @@
 #include <utility>
 
 #include <eddy/tasks/detail/frame_header.hpp>
+#include <eddy/tasks/detail/task_cancellation.hpp>
 
 namespace eddy::detail {
 
 class PromiseBase;
-
-/// The cancellation a task runs under: a std::stop_token, in the frame of whoever started
-/// the task (a combinator's state, a with_timeout, with_stop_token), shared by every task it
-/// awaits. `shared` records that a copy of the token left the tree of tasks
-/// (this_task::stop_token(), TaskGroup::stop_token()): such a copy may outlive the tasks, so
-/// eddy::with_timeout, which reuses the stop sources of tasks that finished unstopped, must
-/// not reuse this one (io/timeout.cpp). Relaxed: read after the tasks finished, which the
-/// completion chain orders.
-///
-/// The scope also carries what else a task inherits from whoever awaits it: `unconstrained`,
-/// set by eddy::coop::unconstrained, exempts the tasks under it from the cooperative budget
-/// (eddy/runtime/coop.hpp); `locals`, the task-local values bound above it
-/// (eddy/tasks/task_local.hpp). A scope nested under another (a combinator's, a task-local
-/// binding's) inherits both with inherit(); one derived from its parent (same token) also
-/// passes share() on to it.
-struct TaskLocals {
-    const void* const* values = nullptr;  // values[slot]: the bound value, or nullptr
-    std::uint32_t size = 0;
-    const void* get(std::uint32_t slot) const noexcept { return slot < size ? values[slot] : nullptr; }
-};
-
-struct TaskCancellation {
-    explicit TaskCancellation(std::stop_token t = {}) noexcept : token(std::move(t)) {}
-    /// A scope with its parent's token and everything else it inherits (nullptr: none).
-    struct Derive {};
-    TaskCancellation(const TaskCancellation* parent, Derive) noexcept
-        : token(parent != nullptr ? parent->token : std::stop_token{}), origin(parent) {
-        inherit(parent);
-    }
-    TaskCancellation(const TaskCancellation&) = delete;
-    TaskCancellation& operator=(const TaskCancellation&) = delete;
-
-    /// A copy for code outside the task tree; marks the token as shared (here and in the
-    /// scope it was derived from, whose token it is).
-    std::stop_token share() const noexcept {
-        shared.store(true, std::memory_order_relaxed);
-        if (origin != nullptr) (void)origin->share();
-        return token;
-    }
-
-    /// Takes what `parent` passes down besides its token (nothing when it is null).
-    void inherit(const TaskCancellation* parent) noexcept {
-        unconstrained = parent != nullptr && parent->unconstrained;
-        locals = parent != nullptr ? parent->locals : TaskLocals{};
-    }
-
-    std::stop_token token;
-    mutable std::atomic<bool> shared{false};
-    bool unconstrained = false;  // written before any task runs under the scope
-    TaskLocals locals;           // likewise
-    const TaskCancellation* origin = nullptr;  // the scope whose token this one copies
-};
 
 /// Completion hook: `ctx` is the hook's own state, `self` the finished frame.
 using FinishFn = std::coroutine_handle<> (*)(void* ctx, PromiseBase& p,
@@ -117,7 +66,8 @@ public:
     /// tasks, shield). It lives in an ancestor frame that outlives this task.
     const TaskCancellation* cancellation_scope() const noexcept { return stop_; }
     /// Its token (nullptr: uncancellable).
-    const std::stop_token* cancellation() const noexcept { return stop_ != nullptr ? &stop_->token : nullptr; }
+    /// Its token (nullptr: uncancellable); made now if its scope makes tokens on demand.
+    const std::stop_token* cancellation() const noexcept { return stop_ != nullptr ? stop_->get() : nullptr; }
     void set_cancellation(const TaskCancellation* c) noexcept { stop_ = c; }
 
 protected:

@@ -33,6 +33,7 @@
 #include <eddy/net/unix_datagram.hpp>
 #include <eddy/net/unix_listener.hpp>
 #include <eddy/net/unix_stream.hpp>
+#include <eddy/runtime/broadcast.hpp>
 #include <eddy/runtime/channel.hpp>
 #include <eddy/runtime/config.hpp>
 #include <eddy/runtime/coop.hpp>

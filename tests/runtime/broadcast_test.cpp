@@ -165,6 +165,39 @@ TEST_CASE("Lagged is what co_await receive throws too, and the next receive goes
     CHECK(got[3] == "5");
 }
 
+TEST_CASE("a copy that throws reaches the receiver and consumes nothing: the next receive gets the value") {
+    struct Fragile {
+        int v;
+        std::shared_ptr<bool> fail;  // shared by every copy: the test turns failures on and off
+        Fragile(int value, std::shared_ptr<bool> f) : v(value), fail(std::move(f)) {}
+        Fragile(const Fragile& o) : v(o.v), fail(o.fail) {
+            if (*fail) throw std::runtime_error("copy failed");
+        }
+        Fragile(Fragile&&) noexcept = default;
+        Fragile& operator=(const Fragile&) = default;
+        Fragile& operator=(Fragile&&) noexcept = default;
+    };
+    auto fail = std::make_shared<bool>(false);
+    auto [tx, rx] = eddy::broadcast::channel<Fragile>(4);
+    tx.send(Fragile(1, fail));
+    tx.send(Fragile(2, fail));
+    *fail = true;
+    CHECK_THROWS_AS((void)rx.try_receive(), std::runtime_error);
+    Runtime rt(RuntimeConfig{.workers = 1});
+    const std::string how = rt.block_on([](Receiver<Fragile>& rx) -> Task<std::string> {
+        try {
+            (void)co_await rx.receive();
+            co_return "ok";
+        } catch (const std::runtime_error& e) {
+            co_return e.what();
+        }
+    }(rx));
+    CHECK(how == "copy failed");
+    *fail = false;
+    CHECK(rx.try_receive()->v == 1);
+    CHECK(rx.try_receive()->v == 2);
+}
+
 TEST_CASE("a send wakes every waiting receiver, and each gets the value") {
     Runtime rt(RuntimeConfig{.workers = 1});
     auto [tx, rx] = eddy::broadcast::channel<int>(4);

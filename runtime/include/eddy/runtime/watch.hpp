@@ -314,10 +314,9 @@ public:
     /// A new receiver that has seen the current value: its changed() waits for the next one.
     Receiver<T> subscribe() const {
         detail::State<T>& s = state_.get("eddy::watch::Sender::subscribe");
-        std::shared_lock value_lock(s.value_lock);  // the version of the value it has seen
-        std::lock_guard guard(s.lock);
+        std::lock_guard guard(s.lock);  // not value_lock: subscribing is not a borrow
         ++s.receivers;
-        return Receiver<T>(&s, s.version.load(std::memory_order_relaxed));  // both locks order it
+        return Receiver<T>(&s, s.version.load(std::memory_order_relaxed));  // the lock orders it
     }
 
     /// The receivers alive now (a snapshot).

@@ -16,7 +16,7 @@
 //     sends in its order); suspended receivers are served in the order they started waiting.
 //     A send to a waiting receiver hands the value over directly.
 //   * send(v) is a plain function, not an awaiter: it never suspends, from a task or from any
-//     other thread (a thread pool's callback, a signal-free plain thread, ...). Nothing bounds
+//     other thread (a thread pool's callback, a library's own thread, ...). Nothing bounds
 //     the backlog: a producer faster than its consumers grows the queue without limit (use
 //     Channel<T> for backpressure).
 //   * close() (idempotent, any thread): later sends throw eddy::ChannelClosed and leave their

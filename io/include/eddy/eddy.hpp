@@ -35,6 +35,7 @@
 #include <eddy/net/unix_stream.hpp>
 #include <eddy/runtime/abort_handle.hpp>
 #include <eddy/runtime/barrier.hpp>
+#include <eddy/runtime/broadcast.hpp>
 #include <eddy/runtime/channel.hpp>
 #include <eddy/runtime/config.hpp>
 #include <eddy/runtime/coop.hpp>
@@ -53,6 +54,8 @@
 #include <eddy/runtime/spawn_blocking.hpp>
 #include <eddy/runtime/task_group.hpp>
 #include <eddy/runtime/this_worker.hpp>
+#include <eddy/runtime/unbounded_channel.hpp>
+#include <eddy/runtime/watch.hpp>
 #include <eddy/runtime/when_all.hpp>
 #include <eddy/runtime/when_any.hpp>
 #include <eddy/runtime/yield_now.hpp>

@@ -242,8 +242,8 @@ TEST_SUITE("runtime/when_all") {
 // Results
 
 TEST_CASE("when_all over a pack gives a tuple in argument order, with monostate for void") {
-    static_assert(std::is_same_v<decltype(eddy::when_all(value(1), set_flag(std::declval<std::atomic<bool>&>()))),
-                                 Task<std::tuple<int, std::monostate>>>);
+    static_assert(std::is_same_v<decltype(eddy::when_all(value(1), set_flag(std::declval<std::atomic<bool>&>())))::value_type,
+                                 std::tuple<int, std::monostate>>);
     std::atomic<bool> ran{false};
     Runtime rt(RuntimeConfig{.workers = 2});
     const auto [a, b, c] = rt.block_on(mixed(ran));

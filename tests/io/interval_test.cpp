@@ -194,7 +194,7 @@ TEST_CASE("interval_at: the first tick at start, not before; a start in the past
 }
 
 TEST_CASE("a late consumer from the start: five periods already due when the first tick is taken") {
-    constexpr auto p = 20ms;
+    static constexpr auto p = 20ms;
     Runtime rt(RuntimeConfig{.workers = 2});
     for (const MissedTick policy : kPolicies) {
         CAPTURE(static_cast<int>(policy));
@@ -232,7 +232,7 @@ TEST_CASE("a late consumer from the start: five periods already due when the fir
 }
 
 TEST_CASE("a consumer late once in the middle of the run, under each policy") {
-    constexpr auto p = 20ms;
+    static constexpr auto p = 20ms;
     Runtime rt(RuntimeConfig{.workers = 2});
     for (const MissedTick policy : kPolicies) {
         CAPTURE(static_cast<int>(policy));
@@ -280,7 +280,7 @@ TEST_CASE("burst: the missed ticks complete back to back without suspending") {
     // until this task suspends; had a missed tick suspended, the child would have run.
     Runtime rt(RuntimeConfig{.workers = 1});
     const bool child_ran_early = rt.block_on([]() -> Task<bool> {
-        constexpr auto p = 1h;
+        static constexpr auto p = 1h;
         Interval iv = eddy::interval_at(Clock::now() - 5 * p, p);
         std::atomic<bool> ran{false};
         eddy::JoinHandle<void> child = eddy::spawn([](std::atomic<bool>& r) -> Task<void> {
@@ -296,7 +296,7 @@ TEST_CASE("burst: the missed ticks complete back to back without suspending") {
 }
 
 TEST_CASE("reset: the next tick is one period from the reset, and the schedule goes on from there") {
-    constexpr auto p = 40ms;
+    static constexpr auto p = 40ms;
     Runtime rt(RuntimeConfig{.workers = 2});
     struct Result {
         Take first;
@@ -401,7 +401,7 @@ TEST_CASE("ticks cancelled at random moments on two workers: each cancelled one 
     // that was cancelled leaves it to the next tick: the time points taken are consecutive.
     Runtime rt(RuntimeConfig{.workers = 2});
     const auto [values, cancels] = rt.block_on([]() -> Task<std::pair<int, int>> {
-        constexpr auto p = 1ms;
+        static constexpr auto p = 1ms;
         const auto start = Clock::now();
         Interval iv = eddy::interval_at(start, p);
         Clock::time_point expected = start;
@@ -541,8 +541,8 @@ TEST_CASE("misuse: a second tick, reset or set_missed_tick while a tick is pendi
 TEST_CASE("ticks taken in turn by tasks on two workers follow one schedule") {
     // Four tasks share an Interval through a Mutex; each tick is taken by whichever task holds
     // it, on either worker: together they see the schedule once, in order.
-    constexpr int kTasks = 4, kEach = 25;
-    constexpr auto p = 1ms;
+    static constexpr int kTasks = 4, kEach = 25;
+    static constexpr auto p = 1ms;
     Runtime rt(RuntimeConfig{.workers = 2});
     const std::vector<Clock::time_point> seen = rt.block_on([]() -> Task<std::vector<Clock::time_point>> {
         const auto start = Clock::now();

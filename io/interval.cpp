@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include <eddy/tasks/errors.hpp>
+
 namespace eddy {
 namespace detail {
 
@@ -22,7 +24,9 @@ TickAwaiter::TickAwaiter(Interval& interval, std::stop_token token)
       sleep_(interval.next_, std::move(token), "eddy::Interval::tick") {}
 
 std::chrono::steady_clock::time_point TickAwaiter::await_resume() {
-    sleep_.await_resume();  // OperationCancelled: the schedule stays as it was
+    // OperationCancelled: the schedule stays as it was.
+    if (cancelled_) throw OperationCancelled("eddy::Interval::tick");
+    sleep_.await_resume();
     return claim_.interval().take_tick(std::chrono::steady_clock::now());
 }
 

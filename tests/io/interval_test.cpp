@@ -138,6 +138,16 @@ Task<eddy::test::Outcome> tick_outcome(Interval& iv, std::stop_token token, Cloc
 
 Task<Clock::time_point> tick_task(Interval& iv) { co_return co_await iv.tick(); }
 
+/// Whether the next tick of `iv` is still to come after `d` (with_timeout gives up on it).
+Task<bool> no_tick_within(Interval& iv, Clock::duration d) {
+    try {
+        (void)co_await eddy::with_timeout(tick_task(iv), d);
+    } catch (const eddy::TimedOut&) {
+        co_return true;
+    }
+    co_return false;
+}
+
 constexpr auto kPolicies = {MissedTick::burst, MissedTick::delay, MissedTick::skip};
 
 } // namespace
@@ -337,13 +347,7 @@ TEST_CASE("a moved Interval keeps its schedule and policy") {
         c = std::move(b);
         CHECK(c.period() == 1h);
         CHECK(c.missed_tick() == MissedTick::skip);
-        bool timed_out = false;
-        try {
-            (void)co_await eddy::with_timeout(tick_task(c), 20ms);
-        } catch (const eddy::TimedOut&) {
-            timed_out = true;
-        }
-        CHECK(timed_out);
+        CHECK(co_await no_tick_within(c, 20ms));
         c.set_missed_tick(MissedTick::burst);
         c.reset();
         CHECK(c.missed_tick() == MissedTick::burst);
@@ -393,6 +397,19 @@ TEST_CASE("a cancelled tick throws OperationCancelled and keeps the schedule") {
     CHECK(takes[0].at == start);
     CHECK(takes[0].after >= start);
     CHECK(takes[1].at == start + 20ms);
+}
+
+TEST_CASE("under a cancelled task a tick throws at once, even a due one, and takes nothing") {
+    Runtime rt(RuntimeConfig{.workers = 1});
+    const auto start = Clock::now() - 1h;  // due, and late
+    Interval iv = eddy::interval_at(start, 1s);
+    std::stop_source stop;
+    stop.request_stop();
+    Clock::time_point at{};
+    CHECK(rt.block_on(eddy::with_stop_token(tick_outcome(iv, {}, &at), stop.get_token())) ==
+          eddy::test::Outcome::canceled);
+    CHECK(rt.block_on(tick_task(iv)) == start);  // the same first tick, then (burst) the next
+    CHECK(rt.block_on(tick_task(iv)) == start + 1s);
 }
 
 TEST_CASE("ticks cancelled at random moments on two workers: each cancelled one is taken again, none lost") {
@@ -450,13 +467,7 @@ TEST_CASE("huge periods saturate: the first tick comes, the second never does") 
                                     : eddy::interval(std::chrono::hours::max());
             CHECK(iv.period() == Clock::duration::max());
             (void)co_await iv.tick();
-            bool timed_out = false;
-            try {
-                (void)co_await eddy::with_timeout(tick_task(iv), 10ms);
-            } catch (const eddy::TimedOut&) {
-                timed_out = true;
-            }
-            CHECK(timed_out);
+            CHECK(co_await no_tick_within(iv, 10ms));
         }
         // The schedule at the far ends of the clock: no overflow (UBSan), nothing early.
         Interval old = eddy::interval_at(Clock::time_point::min(), 1ms);

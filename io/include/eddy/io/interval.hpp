@@ -40,9 +40,10 @@
 //
 // Cancellation (eddy/tasks/cancellation.hpp): a tick is cancelled like a sleep, through the
 // token passed to `tick` or the awaiting task's cancellation, and throws
-// eddy::OperationCancelled. A cancelled tick takes nothing off the schedule: the next
-// `tick()` waits for the same time point. Awaiting with an already stopped token throws at
-// once, even when the tick is due.
+// eddy::OperationCancelled. A tick that fired before the cancel took effect returns its time
+// point; a cancelled tick takes nothing off the schedule: the next `tick()` waits for the
+// same time point. Awaiting with an already stopped token (its own or the task's) throws at
+// once, even when the tick is due (a burst loop in a cancelled task stops at its next tick).
 //
 // Errors: a period <= 0 (or NaN) throws std::invalid_argument from `interval`/`interval_at`.
 #pragma once
@@ -55,6 +56,7 @@
 #include <stop_token>
 
 #include <eddy/io/sleep.hpp>
+#include <eddy/tasks/detail/promise.hpp>
 
 namespace eddy {
 
@@ -95,8 +97,14 @@ public:
     TickAwaiter& operator=(const TickAwaiter&) = delete;
 
     bool await_ready() noexcept { return sleep_.await_ready(); }
+    /// Under a task whose cancellation is stopped, a tick throws at once even when it is due
+    /// (as the synchronization primitives; a due sleep would complete).
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {
+        if (stop_requested(cancellation_of(h))) {
+            cancelled_ = true;
+            return false;
+        }
         return sleep_.await_suspend(h);  // true: the last touch of this awaiter until resumed
     }
     /// The tick's scheduled time point; OperationCancelled (schedule untouched) when cancelled.
@@ -105,6 +113,7 @@ public:
 private:
     IntervalClaim claim_;
     SleepAwaiter sleep_;
+    bool cancelled_ = false;
 };
 
 } // namespace detail

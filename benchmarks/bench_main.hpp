@@ -1,8 +1,9 @@
 // benchmarks/bench_main.hpp: what every benchmark program shares: flags, the result line,
 // the self-check failure path, and the completion counter of shared/bench/SPEC.md.
 //
-// Flags: --workers N (default: eddy's default, the CPUs available) and the benchmark's own
-// size flags, as `--name value` or `--name=value`; an unknown flag is a usage error.
+// Flags: --workers N (default: eddy's default, the CPUs available), the benchmark's own
+// size flags and its choice flags (a word out of a list, e.g. fork_join's --shape fib|tree),
+// as `--name value` or `--name=value`; an unknown flag or word is a usage error.
 // Exit status: 0 ran and passed its self-check, 1 wrong result, 2 usage error.
 #pragma once
 
@@ -18,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace bench {
 
@@ -34,9 +36,12 @@ inline double seconds_since(Clock::time_point start) {
 
 class Args {
 public:
-    /// `defaults`: every size flag this benchmark accepts, with its default.
-    Args(int argc, char** argv, const char* bench, std::map<std::string, std::uint64_t> defaults)
-        : bench_(bench), values_(std::move(defaults)) {
+    /// `defaults`: every size flag this benchmark accepts, with its default. `choices`: every
+    /// choice flag, with the words it accepts (the first is the default).
+    Args(int argc, char** argv, const char* bench, std::map<std::string, std::uint64_t> defaults,
+         std::map<std::string, std::vector<std::string>> choices = {})
+        : bench_(bench), values_(std::move(defaults)), choices_(std::move(choices)) {
+        for (const auto& [k, words] : choices_) chosen_[k] = words.at(0);
         for (int i = 1; i < argc; ++i) {
             std::string flag = argv[i];
             if (flag == "-h" || flag == "--help") usage(0);
@@ -50,6 +55,13 @@ public:
                 value = argv[++i];
             } else {
                 usage(2, "flag --" + flag + " needs a value");
+            }
+            if (auto c = choices_.find(flag); c != choices_.end()) {
+                bool known = false;
+                for (const std::string& w : c->second) known = known || w == value;
+                if (!known) usage(2, "--" + flag + ": unknown value '" + value + "'");
+                chosen_[flag] = value;
+                continue;
             }
             char* end = nullptr;
             const unsigned long long n = std::strtoull(value.c_str(), &end, 10);
@@ -66,6 +78,8 @@ public:
     }
 
     std::uint64_t get(const std::string& name) const { return values_.at(name); }
+    /// The word given for choice flag `name` (or its default).
+    const std::string& choice(const std::string& name) const { return chosen_.at(name); }
 
     eddy::RuntimeConfig config() const { return eddy::RuntimeConfig{.workers = workers_}; }
 
@@ -74,12 +88,19 @@ private:
         if (!why.empty()) std::fprintf(stderr, "%s: %s\n", bench_, why.c_str());
         std::fprintf(status == 0 ? stdout : stderr, "usage: %s [--workers N]", bench_);
         for (const auto& [k, v] : values_) std::fprintf(status == 0 ? stdout : stderr, " [--%s %llu]", k.c_str(), static_cast<unsigned long long>(v));
+        for (const auto& [k, words] : choices_) {
+            std::string list;
+            for (const std::string& w : words) list += (list.empty() ? "" : "|") + w;
+            std::fprintf(status == 0 ? stdout : stderr, " [--%s %s]", k.c_str(), list.c_str());
+        }
         std::fprintf(status == 0 ? stdout : stderr, "\n");
         std::exit(status);
     }
 
     const char* bench_;
     std::map<std::string, std::uint64_t> values_;
+    std::map<std::string, std::vector<std::string>> choices_;
+    std::map<std::string, std::string> chosen_;
     std::optional<std::size_t> workers_;
 };
 

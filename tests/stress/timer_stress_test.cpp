@@ -12,7 +12,10 @@
 //    frame), and no sleep or disarm needed the reactor for an operation (reactor.operations
 //    does not move: disarming is an unlink on the worker's queue);
 //  - the Runtime destroyed with 10,000 timeouts armed for an hour ends at once, leaking
-//    nothing (LeakSanitizer in the ASan build).
+//    nothing (LeakSanitizer in the ASan build);
+//  - eddy::Interval (1,000 at once, each tick under a stop requested at a random moment):
+//    no tick early, every time point one its MissedTick policy allows after the previous
+//    one, and a cancelled tick takes nothing off the schedule (burst: no time point missed).
 // A Watchdog per round names the round that hangs.
 #include <eddy/eddy.hpp>
 
@@ -27,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <stop_token>
 #include <thread>
@@ -250,5 +254,89 @@ TEST_CASE("a runtime destroyed with 10,000 timeouts armed for an hour ends at on
             }
         }
         CHECK(frames.alive() == 0);  // every frame (both timers' awaiters) destroyed by shutdown
+    });
+}
+
+namespace {
+
+constexpr int kIntervals = 1000;
+constexpr int kTicksEach = 20;
+
+/// What the Interval tasks of a round saw, read after the round has joined.
+struct IntervalOutcomes {
+    std::atomic<int> ticks{0};
+    std::atomic<int> cancelled{0};
+    std::atomic<int> early{0};         // a tick returned before its time point
+    std::atomic<int> off_schedule{0};  // a time point the policy does not allow after the previous one
+};
+
+/// Takes kTicksEach ticks of an Interval of `policy`, each under a stop source that a sibling
+/// stops after a random delay; checks every time point against the previous one taken.
+Task<void> ticker(LifetimeCounter& frames, std::uint64_t item_seed, IntervalOutcomes& out) {
+    Counted frame(frames);
+    std::mt19937_64 rng(item_seed);
+    const auto p = std::chrono::microseconds(500 + rng() % 2500);
+    const auto policy = static_cast<eddy::MissedTick>(rng() % 3);
+    const auto start = Clock::now();
+    eddy::Interval iv = eddy::interval_at(start, p);
+    iv.set_missed_tick(policy);
+    std::optional<Clock::time_point> last;
+    for (int k = 0; k < kTicksEach; ++k) {
+        std::stop_source stop;
+        const auto stop_at = std::chrono::microseconds(rng() % 4000);
+        auto [at, stopped] = co_await eddy::when_all(
+            [](eddy::Interval& i, std::stop_token t) -> Task<std::optional<Clock::time_point>> {
+                try {
+                    co_return co_await i.tick(std::move(t));
+                } catch (const eddy::OperationCancelled&) {
+                    co_return std::nullopt;
+                }
+            }(iv, stop.get_token()),
+            stop_later(stop_at, stop));
+        (void)stopped;
+        if (!at) {
+            out.cancelled.fetch_add(1);
+            continue;
+        }
+        out.ticks.fetch_add(1);
+        if (Clock::now() < *at) out.early.fetch_add(1);
+        // Every policy keeps the first tick, steps of at least a period, and (burst, skip) the
+        // grid of start + k * period; burst also misses none.
+        bool ok = last ? *at - *last >= p : *at == start;
+        if (policy != eddy::MissedTick::delay) ok = ok && (*at - start) % p == Clock::duration::zero();
+        if (policy == eddy::MissedTick::burst && last) ok = ok && *at == *last + p;
+        if (!ok) out.off_schedule.fetch_add(1);
+        last = at;
+    }
+}
+
+Task<void> run_interval_round(LifetimeCounter& frames, std::uint64_t round_seed, IntervalOutcomes& out) {
+    std::vector<JoinHandle<void>> handles;
+    handles.reserve(kIntervals);
+    for (int i = 0; i < kIntervals; ++i) handles.push_back(eddy::spawn(ticker(frames, round_seed + static_cast<std::uint64_t>(i), out)));
+    for (JoinHandle<void>& h : handles) co_await std::move(h);
+}
+
+} // namespace
+
+TEST_CASE("1,000 Intervals ticked under random stops: none early, on schedule, cancelled ticks kept") {
+    for_each_configuration([](std::size_t workers) {
+        static int round = 0;
+        LifetimeCounter frames;
+        IntervalOutcomes out;
+        {
+            eddy::RuntimeConfig config;
+            config.workers = workers;
+            eddy::Runtime rt(config);
+            rt.block_on(run_interval_round(frames, seed() * 7919 + workers * 100 + static_cast<std::uint64_t>(round++), out));
+            CHECK(rt.metrics().reactor.timers_armed == 0);
+        }
+        CAPTURE(seed());
+        CHECK(out.ticks + out.cancelled == kIntervals * kTicksEach);
+        CHECK(out.early == 0);
+        CHECK(out.off_schedule == 0);
+        CHECK(frames.alive() == 0);
+        CHECK(out.ticks > 0);
+        CHECK(out.cancelled > 0);
     });
 }

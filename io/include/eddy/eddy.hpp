@@ -12,6 +12,7 @@
 #include <eddy/io/descriptor_stream.hpp>
 #include <eddy/io/file_descriptor.hpp>
 #include <eddy/io/frames.hpp>
+#include <eddy/io/interval.hpp>
 #include <eddy/io/pipe.hpp>
 #include <eddy/io/read_write.hpp>
 #include <eddy/io/readiness.hpp>

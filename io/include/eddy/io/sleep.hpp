@@ -29,10 +29,31 @@ namespace eddy {
 
 namespace detail {
 
+/// A positive `duration` in steady_clock ticks, rounded up (never early), saturating at
+/// duration::max() instead of overflowing (hours::max(), 1e30 seconds). Compared in long
+/// double nanoseconds: casting the limit to a narrow Rep (int microseconds) would wrap, and a
+/// fine Period (picoseconds) would overflow.
+template <class Rep, class Period>
+std::chrono::steady_clock::duration saturating_ceil(std::chrono::duration<Rep, Period> duration) noexcept {
+    using Wide = std::chrono::duration<long double, std::nano>;
+    constexpr auto kMax = std::chrono::steady_clock::duration::max();
+    if (Wide(duration) >= Wide(kMax)) return kMax;
+    return std::chrono::ceil<std::chrono::steady_clock::duration>(duration);
+}
+
+/// `t + d` for d >= 0, saturating at time_point::max() ("never").
+inline std::chrono::steady_clock::time_point saturating_add(std::chrono::steady_clock::time_point t,
+                                                            std::chrono::steady_clock::duration d) noexcept {
+    constexpr auto kMax = std::chrono::steady_clock::time_point::max();
+    return t >= kMax - d ? kMax : t + d;  // kMax - d cannot overflow (d >= 0)
+}
+
 class SleepAwaiter {
 public:
-    SleepAwaiter(std::chrono::steady_clock::time_point deadline, std::stop_token token) noexcept
-        : token_(std::move(token)) {
+    /// `what` names the operation in its errors (eddy::Interval's ticks are sleeps too).
+    SleepAwaiter(std::chrono::steady_clock::time_point deadline, std::stop_token token,
+                 const char* what = "eddy::sleep") noexcept
+        : token_(std::move(token)), what_(what) {
         entry_.deadline_ns =
             std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
     }
@@ -68,7 +89,7 @@ public:
             entry_.result = -ECANCELED;
             return false;
         }
-        entry_.queue = &current_timer_queue("eddy::sleep");
+        entry_.queue = &current_timer_queue(what_);
         entry_.waiter = h;
         // Registered before arming: a cancel either finds the entry queued (and resumes us)
         // or marks it so that arming fails (timer.hpp).
@@ -78,12 +99,13 @@ public:
     }
 
     void await_resume() const {
-        if (entry_.result < 0) throw_io_error(entry_.result, "eddy::sleep");
+        if (entry_.result < 0) throw_io_error(entry_.result, what_);
     }
 
 private:
     TimerEntry entry_;
     std::stop_token token_;
+    const char* what_;
     std::optional<std::stop_callback<CancelTimer>> own_cancel_;
     std::optional<std::stop_callback<CancelTimer>> task_cancel_;
 };
@@ -103,15 +125,7 @@ template <class Rep, class Period>
     const auto now = std::chrono::steady_clock::now();
     // Due at once, without converting (hours::min() would overflow in the conversion).
     if (duration <= std::chrono::duration<Rep, Period>::zero()) return detail::SleepAwaiter(now, std::move(token));
-    // Saturate instead of overflowing for huge durations (e.g. hours::max()).
-    // Compared in long double nanoseconds: casting `room` to a narrow Rep (int microseconds)
-    // would wrap, and a fine Period (picoseconds) would overflow.
-    using Wide = std::chrono::duration<long double, std::nano>;
-    const auto room = std::chrono::steady_clock::time_point::max() - now;
-    if (Wide(duration) >= Wide(room))
-        return detail::SleepAwaiter(std::chrono::steady_clock::time_point::max(), std::move(token));
-    return detail::SleepAwaiter(now + std::chrono::ceil<std::chrono::steady_clock::duration>(duration),
-                                std::move(token));
+    return detail::SleepAwaiter(detail::saturating_add(now, detail::saturating_ceil(duration)), std::move(token));
 }
 
 } // namespace eddy

@@ -6,8 +6,9 @@
 // Semantics:
 //   * Lazy: nothing starts until the result is awaited (or spawned). The variadic form
 //     returns an eddy::WhenAll awaitable (below), the vector form a Task.
-//   * All children are then queued at once on the awaiting worker's deque, so idle workers
-//     steal them and they run in parallel; there is no start order to rely on.
+//   * The first child then runs at once on the awaiting worker and the others are queued on
+//     its deque, so idle workers steal them and they run in parallel; there is no start
+//     order to rely on.
 //   * The awaiter resumes exactly once, after the last child finished, on the worker that
 //     finished it.
 //   * Results come in argument (or vector) order. A `Task<void>` child contributes
@@ -66,7 +67,7 @@ public:
         }
     }
     template <class P>
-    bool await_suspend(std::coroutine_handle<P> parent) {
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> parent) {
         // SAFETY: once the children are queued, `this` may be resumed past (and destroyed)
         // on another worker: ChildrenAwaiter touches nothing of it after its last arrival.
         return awaiter_->await_suspend(parent);

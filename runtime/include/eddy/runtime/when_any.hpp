@@ -5,8 +5,8 @@
 //     eddy::WhenAnyResult<int> w = co_await eddy::when_any(std::move(tasks));  // w.index, w.value
 //
 // Semantics:
-//   * Lazy, parallel and resumed like when_all (eddy/runtime/when_all.hpp): every child is
-//     queued on the awaiting worker's deque at once.
+//   * Lazy, parallel and resumed like when_all (eddy/runtime/when_all.hpp):
+//     the first child runs at once on the awaiting worker, the others are queued on its deque.
 //   * The first child to finish wins, whether it returned or threw. The others are then
 //     cancelled (what they await throws eddy::OperationCancelled; see
 //     eddy/tasks/cancellation.hpp) and waited for: when when_any returns, no child is

@@ -4,16 +4,16 @@
 // Protocol, in order (ChildrenAwaiter::await_suspend):
 //   1. The combinator's own cancellation is linked under its awaiter's (State::link), so
 //      cancelling the awaiter cancels every child.
-//   2. Every child's completion hook and cancellation are set (State::start_child) and the
-//      child is queued on this worker's deque; idle workers steal them, so they run in
-//      parallel.
+//   2. Every child's completion hook and cancellation are set (State::prepare_child); the
+//      children after the first are queued on this worker's deque, where idle workers steal
+//      them, so they run in parallel.
 //   3. The count starts at children + 1. The extra one is the parent's own: while the parent
 //      is still queuing children (and so still reading its own frame), no child can take
-//      the count to zero and resume it. Nothing may touch the parent after a child is
-//      queued otherwise, since idle workers steal and finish children immediately.
-//   4. The parent then arrives itself. If it took the count to zero, every child finished
-//      already and it continues without suspending; otherwise the child that takes the count
-//      to zero resumes the parent by symmetric transfer, on that child's worker.
+//      the count to zero and resume it.
+//   4. The parent then arrives itself; it is never the last, since the first child has not
+//      run yet. It transfers to the first child (symmetric transfer, as `co_await task`
+//      does: no queue round trip, the child starts on a warm core). The child that takes
+//      the count to zero resumes the parent by symmetric transfer, on that child's worker.
 // No child is ever left running: the parent resumes only after every child's frame reached
 // its final suspend.
 #pragma once
@@ -27,7 +27,6 @@
 #include <utility>
 #include <variant>
 
-#include <eddy/runtime/detail/coop_budget.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>
 #include <eddy/tasks/cancellation.hpp>
 #include <eddy/tasks/errors.hpp>
@@ -108,16 +107,23 @@ public:
         return false;
     }
     template <class P>
-    bool await_suspend(std::coroutine_handle<P> parent) {
-        // May throw (allocation): nothing started yet.
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> parent) {
         state_.link(cancellation_scope_of(parent));
-        for (std::size_t i = 0; i < n_; ++i) {
+        // Child 0 runs next on this worker, by symmetric transfer (as an awaited task does);
+        // the others go to this worker's deque, where idle workers steal them.
+        const auto [first_promise, first] = get_(0);
+        state_.prepare_child(0, *first_promise);
+        for (std::size_t i = 1; i < n_; ++i) {
             auto [promise, child] = get_(i);
-            state_.start_child(i, *promise, child);
+            state_.prepare_child(i, *promise);
+            schedule_local(child);
         }
-        notify_local_work();
-        if (state_.arrive_parent(parent)) return true;  // the last touch: a child resumes us
-        return coop_yield(parent);  // every child finished at once
+        if (n_ > 1) notify_local_work();
+        // Never the last arrival: child 0 has not run yet. SAFETY: from here on a finishing
+        // child may resume the parent on another worker only after child 0 finished, which
+        // cannot happen before we transfer to it; nothing of `this` is touched below.
+        (void)state_.arrive_parent(parent);
+        return first;
     }
     State& await_resume() noexcept { return state_; }
 

@@ -22,10 +22,10 @@ public:
     explicit WhenAllState(std::size_t children) noexcept : countdown_(children) {}
 
     void link(const TaskCancellation* parent) { stop_.emplace(parent); }
-    void start_child(std::size_t, PromiseBase& p, std::coroutine_handle<> child) noexcept {
+    /// Routes child `i`'s completion here and runs it under the combinator's cancellation.
+    void prepare_child(std::size_t, PromiseBase& p) noexcept {
         p.set_finish(&on_child_done, this);
         p.set_cancellation(stop_->token());
-        schedule_local(child);
     }
     bool arrive_parent(std::coroutine_handle<> parent) noexcept { return countdown_.arrive_parent(parent); }
 

@@ -22,11 +22,11 @@ public:
     explicit WhenAnyState(std::size_t children) : countdown_(children), slots_(children) {}
 
     void link(const TaskCancellation* parent) { stop_.emplace(parent); }
-    void start_child(std::size_t i, PromiseBase& p, std::coroutine_handle<> child) noexcept {
+    /// Routes child `i`'s completion here and runs it under the combinator's cancellation.
+    void prepare_child(std::size_t i, PromiseBase& p) noexcept {
         slots_[i] = Slot{this, i};
         p.set_finish(&on_child_done, &slots_[i]);
         p.set_cancellation(stop_->token());
-        schedule_local(child);
     }
     bool arrive_parent(std::coroutine_handle<> parent) noexcept { return countdown_.arrive_parent(parent); }
 

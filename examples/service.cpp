@@ -28,6 +28,8 @@
 #include <eddy/eddy.hpp>
 #include <eddy/runtime/task_group.hpp>
 
+#include "support/tcp_server.hpp"
+
 #include <signal.h>
 
 #include <array>
@@ -150,21 +152,6 @@ eddy::Task<void> serve(eddy::net::TcpStream s, Service& service) {
     }
 }
 
-/// The group's handler for a connection that failed: it ends that connection only, and the
-/// service goes on (a reset or a broken pipe silently: the client went away).
-void report_connection_error(std::exception_ptr e) {
-    try {
-        std::rethrow_exception(e);
-    } catch (const std::system_error& x) {
-        if (x.code() != std::errc::connection_reset && x.code() != std::errc::broken_pipe)
-            std::fprintf(stderr, "service: connection: %s\n", x.what());
-    } catch (const std::exception& x) {
-        std::fprintf(stderr, "service: connection: %s\n", x.what());
-    } catch (...) {
-        std::fprintf(stderr, "service: connection: unknown exception\n");
-    }
-}
-
 /// Accepts until the group is cancelled (as examples/echo_server.cpp does).
 eddy::Task<void> accept_loop(eddy::net::TcpListener& listener, eddy::TaskGroup& group, Service& service) {
     while (!group.cancelled()) {
@@ -213,7 +200,7 @@ eddy::Task<void> run(eddy::net::TcpListener listener, eddy::io::SignalSet& signa
             group.spawn(handle_signals(signals, group, service));
             co_await accept_loop(listener, group, service);
         },
-        report_connection_error);
+        [](std::exception_ptr e) { examples::report_connection_error("service", e); });
     // Every connection has finished here, its socket closed; the listener closes on return.
 }
 

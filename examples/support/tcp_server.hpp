@@ -101,6 +101,22 @@ inline ServerOptions parse_server_options(const char* name, const char* descript
     return o;
 }
 
+/// The handler of a supervising group (task_group with a child error handler), for every
+/// server example (and examples/service): a connection's failure is reported and the server
+/// goes on. A reset or a broken pipe is routine for a server (the client went away): silent.
+inline void report_connection_error(const char* name, std::exception_ptr e) {
+    try {
+        std::rethrow_exception(e);
+    } catch (const std::system_error& x) {
+        if (x.code() != std::errc::connection_reset && x.code() != std::errc::broken_pipe)
+            std::fprintf(stderr, "%s: connection: %s\n", name, x.what());
+    } catch (const std::exception& x) {
+        std::fprintf(stderr, "%s: connection: %s\n", name, x.what());
+    } catch (...) {
+        std::fprintf(stderr, "%s: connection: unknown exception\n", name);
+    }
+}
+
 namespace detail {
 
 /// What the shutdown line reports.
@@ -118,21 +134,6 @@ eddy::Task<void> guard_connection(Handler& handler, eddy::net::TcpStream s, Shut
     } catch (const eddy::OperationCancelled&) {
         // The group was cancelled (shutdown): the socket closed as the handler's frame went.
         shutdown.connections.fetch_add(1, std::memory_order_relaxed);
-    }
-}
-
-/// The supervising group's handler: a connection's failure is reported and the server goes
-/// on. A reset or a broken pipe is routine for a server (the client went away): silent.
-inline void report_connection_error(const char* name, std::exception_ptr e) {
-    try {
-        std::rethrow_exception(e);
-    } catch (const std::system_error& x) {
-        if (x.code() != std::errc::connection_reset && x.code() != std::errc::broken_pipe)
-            std::fprintf(stderr, "%s: connection: %s\n", name, x.what());
-    } catch (const std::exception& x) {
-        std::fprintf(stderr, "%s: connection: %s\n", name, x.what());
-    } catch (...) {
-        std::fprintf(stderr, "%s: connection: unknown exception\n", name);
     }
 }
 

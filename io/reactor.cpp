@@ -558,11 +558,12 @@ void Reactor::fire_timers() {
                 e.result = 0;
                 ready_.push_back(e.waiter.address());  // resumed after this round: e stays
             } else {
-                stops_.push_back(*e.source);  // a copy: the awaiter may go once we unlock
+                retain_timeout(e.timeout);  // the awaiter may go once we unlock
+                stops_.push_back(e.timeout);
             }
         });
     }
-    for (std::stop_source& s : stops_) s.request_stop();  // with_timeout: cancels the task
+    for (TimeoutScope* s : stops_) fire_timeout(s);  // with_timeout: cancels the task
     stops_.clear();
 }
 

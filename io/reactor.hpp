@@ -71,11 +71,11 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
-#include <stop_token>
 #include <thread>
 #include <vector>
 
 #include <eddy/io/detail/operation.hpp>
+#include <eddy/io/detail/timer.hpp>
 
 namespace eddy::detail {
 
@@ -182,7 +182,7 @@ private:
     // Reactor thread only.
     InjectQueue::ProducerToken token_;
     std::vector<std::unique_ptr<TimerQueue>> timer_queues_;  // one per worker
-    std::vector<std::stop_source> stops_;  // with_timeouts that expired this round
+    std::vector<TimeoutScope*> stops_;  // with_timeouts that expired this round (a reference each)
     std::vector<void*> ready_;             // frames to resume, pushed in bulk
     ReactorNode* retry_ = nullptr;         // operations to resubmit (-EINTR, after a poll)
     Operation* in_flight_ = nullptr;       // list of operations the kernel holds

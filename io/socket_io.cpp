@@ -76,7 +76,7 @@ bool SocketAwaiter::attempt() noexcept {
     return err != EAGAIN && err != EWOULDBLOCK;
 }
 
-bool SocketAwaiter::suspend(std::coroutine_handle<> h, const std::stop_token* task) {
+bool SocketAwaiter::suspend(std::coroutine_handle<> h, StopState* task) {
     if (token_.stop_requested() || stop_requested(task)) {
         result_ = -ECANCELED;
         return false;
@@ -118,7 +118,7 @@ bool SocketAwaiter::suspend(std::coroutine_handle<> h, const std::stop_token* ta
     // Registered before queuing: a cancel either finds us queued or marks us so that we do
     // not queue (PollState::queue checks under its lock). A callback may run right here.
     if (token_.stop_possible()) own_cancel_.emplace(token_, CancelWait{this});
-    if (task != nullptr && task->stop_possible()) task_cancel_.emplace(*task, CancelWait{this});
+    if (task != nullptr) task_cancel_.emplace(*task, CancelWait{this});
     if (try_again) return !settle_or_wait();
     switch (s->queue(this, d, seen)) {
     case PollState::Queue::kQueued:

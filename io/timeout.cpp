@@ -1,19 +1,20 @@
 // io/timeout.cpp: the out-of-line parts of eddy/io/with_timeout.hpp.
 #include <eddy/io/with_timeout.hpp>
 
-#include <limits>
 #include <vector>
 
 namespace eddy::detail {
 namespace {
 
-/// Scopes that served a with_timeout whose task finished unstopped, kept for the next one on
-/// this thread. A std::stop_source cannot be reset once stopped, and a shared token may be
-/// held by anyone, so only scopes that were neither come back: reusing them is invisible.
-/// Bounded: a thread that finished a burst of timeouts keeps at most kMax.
+/// Scopes that served a with_timeout, kept for the next one on this thread. A scope comes
+/// back when its with_timeout drops the last reference (its timer did not fire, or the
+/// reactor is done with it), made new again: a StopState can be reset once nothing is
+/// registered on it, and tokens shared from it are detached by the reset. Bounded: a thread
+/// that finished a burst of timeouts keeps at most kMax.
 class ScopeCache {
 public:
     static constexpr std::size_t kMax = 256;
+    ScopeCache() { free_.reserve(kMax); }
     ~ScopeCache() {
         for (TimeoutScope* s : free_) delete s;
     }
@@ -30,7 +31,6 @@ public:
             delete s;
         }
     }
-    ScopeCache() { free_.reserve(kMax); }
 
 private:
     std::vector<TimeoutScope*> free_;
@@ -41,17 +41,25 @@ ScopeCache& cache() {
     return c;
 }
 
+/// Drops one reference; true when it was the last.
+bool release(TimeoutScope* s) noexcept { return s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+
 } // namespace
 
 TimeoutScope* take_timeout_scope() { return cache().take(); }
 
-void give_back_timeout_scope(TimeoutScope* s, bool timer_fired) noexcept {
-    if (s == nullptr) return;
-    if (timer_fired || s->source.stop_requested() || s->scope.shared.load(std::memory_order_relaxed)) {
-        delete s;  // a copy held by the reactor (a timeout that fired) keeps the state alive
-        return;
-    }
+void give_back_timeout_scope(TimeoutScope* s) noexcept {
+    if (s == nullptr || !release(s)) return;  // the reactor frees it (fire_timeout)
+    s->state.reset();
+    s->refs.store(1, std::memory_order_relaxed);  // ours alone again
     cache().give(s);
+}
+
+void retain_timeout(TimeoutScope* s) noexcept { s->refs.fetch_add(1, std::memory_order_relaxed); }
+
+void fire_timeout(TimeoutScope* s) noexcept {
+    s->state.request_stop();
+    if (release(s)) delete s;  // the with_timeout is gone: not a worker's cache to give it to
 }
 
 } // namespace eddy::detail

@@ -84,7 +84,7 @@ public:
         const auto now = std::chrono::steady_clock::now().time_since_epoch();
         if (entry_.deadline_ns <= std::chrono::duration_cast<std::chrono::nanoseconds>(now).count())
             return coop_yield(h);
-        const std::stop_token* task = detail::cancellation_of(h);
+        StopState* task = detail::cancellation_of(h);
         if (stop_requested(task)) {
             entry_.result = -ECANCELED;
             return false;
@@ -94,7 +94,7 @@ public:
         // Registered before arming: a cancel either finds the entry queued (and resumes us)
         // or marks it so that arming fails (timer.hpp).
         if (token_.stop_possible()) own_cancel_.emplace(token_, CancelTimer{&entry_});
-        if (task != nullptr && task->stop_possible()) task_cancel_.emplace(*task, CancelTimer{&entry_});
+        if (task != nullptr) task_cancel_.emplace(*task, CancelTimer{&entry_});
         return arm_timer(entry_);  // true: the last touch (see timer.hpp)
     }
 
@@ -107,7 +107,7 @@ private:
     std::stop_token token_;
     const char* what_;
     std::optional<std::stop_callback<CancelTimer>> own_cancel_;
-    std::optional<std::stop_callback<CancelTimer>> task_cancel_;
+    StopCallback<CancelTimer> task_cancel_;
 };
 
 } // namespace detail

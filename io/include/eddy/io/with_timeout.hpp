@@ -45,25 +45,28 @@ namespace eddy {
 
 namespace detail {
 
-/// A stop source and the cancellation a with_timeout's task runs under. with_timeout takes
-/// one from a per-thread cache and gives it back when the task finished without a stop and
-/// without sharing its token, so that a timeout that does not fire allocates nothing
-/// (io/timeout.cpp).
+/// A stop state and the cancellation a with_timeout's task runs under. with_timeout takes
+/// one from a per-thread cache and gives it back when the task has finished, so that a
+/// timeout allocates nothing in the steady state (io/timeout.cpp). Reference-counted: the
+/// with_timeout holds one reference, and the reactor takes one for a timer that fires (it
+/// stops the state after releasing its queue's lock, when the with_timeout may be gone).
 struct TimeoutScope {
-    TimeoutScope() : scope(source.get_token()) {}
-    std::stop_source source;
+    TimeoutScope() noexcept : scope(&state) {}
+    StopState state;
     TaskCancellation scope;
+    // Acq_rel decrements: the last owner sees the others' writes before freeing.
+    std::atomic<std::uint32_t> refs{1};
 };
-/// A fresh or recycled scope (std::bad_alloc when the cache is empty and memory is out).
+/// A fresh or recycled scope, holding one reference (std::bad_alloc when the cache is empty
+/// and memory is out).
 TimeoutScope* take_timeout_scope();
-/// Back to the cache if it can serve again, else freed: only when `timer_fired` is false (a
-/// timer that fired may have a stop on its way from the reactor, on a copy of the source)
-/// and the source was neither stopped nor its token shared.
-void give_back_timeout_scope(TimeoutScope* s, bool timer_fired) noexcept;
+/// Drops the with_timeout's reference: back to this thread's cache if it was the last one
+/// (made new again), else left to the reactor's.
+void give_back_timeout_scope(TimeoutScope* s) noexcept;
 
 /// Forwards a stop request of the awaiter's cancellation to the task's.
 struct ForwardStop {
-    std::stop_source* target;
+    StopState* target;
     void operator()() const noexcept { target->request_stop(); }
 };
 
@@ -107,7 +110,7 @@ public:
             link_.reset();
             if (entry_.state == detail::TimerEntry::State::kQueued) detail::disarm_timer(entry_);
             task_ = Task<T>{};
-            detail::give_back_timeout_scope(std::exchange(scope_, nullptr), true);
+            detail::give_back_timeout_scope(std::exchange(scope_, nullptr));
         }
     }
 
@@ -119,20 +122,19 @@ public:
         if (!child) throw BrokenTask("eddy::with_timeout: the task is empty (moved-from or already awaited)");
         entry_.queue = &detail::current_timer_queue("eddy::with_timeout");
         scope_ = detail::take_timeout_scope();
-        parent_token_ = detail::cancellation_of(parent);
+        parent_stop_ = detail::cancellation_of(parent);
         // May stop the scope at once, if the awaiter is cancelled already.
-        if (parent_token_ != nullptr && parent_token_->stop_possible())
-            link_.emplace(*parent_token_, detail::ForwardStop{&scope_->source});
+        if (parent_stop_ != nullptr) link_.emplace(*parent_stop_, detail::ForwardStop{&scope_->state});
         scope_->scope.inherit(detail::cancellation_scope_of(parent));  // recycled: set each time
         child.promise().set_cancellation(&scope_->scope);
         child.promise().set_continuation(parent);
         const std::int64_t now = detail::steady_now_ns();  // the one clock read
         entry_.deadline_ns = relative_ ? detail::add_saturated(now, timeout_) : deadline_ns_;
         entry_.action = detail::TimerEntry::Action::kStop;
-        entry_.source = &scope_->source;
+        entry_.timeout = scope_;
         if (entry_.deadline_ns <= now) {
             expired_ = true;  // no time at all: the task starts cancelled
-            scope_->source.request_stop();
+            scope_->state.request_stop();
         } else {
             (void)detail::arm_timer(entry_);  // a kStop entry has no callbacks: always armed
         }
@@ -146,15 +148,14 @@ public:
         auto child = detail::TaskAccess::get(task_);
         std::exception_ptr failure = child.promise().exception();
         const bool timed_out =
-            fired && failure && detail::is_cancellation(failure) && !detail::stop_requested(parent_token_);
+            fired && failure && detail::is_cancellation(failure) && !detail::stop_requested(parent_stop_);
         struct Release {  // the task's frame first, then the scope it ran under
             Timeout& self;
-            bool fired;
             ~Release() {
                 self.task_ = Task<T>{};
-                detail::give_back_timeout_scope(std::exchange(self.scope_, nullptr), fired);
+                detail::give_back_timeout_scope(std::exchange(self.scope_, nullptr));
             }
-        } release{*this, fired};
+        } release{*this};
         if (timed_out) throw TimedOut();
         // A cancellation of the awaiter: OperationCancelled, not TimedOut, so that a TaskGroup
         // member stopping this way is not mistaken for a failure.
@@ -180,8 +181,8 @@ private:
     bool expired_ = false;
     detail::TimerEntry entry_;
     detail::TimeoutScope* scope_ = nullptr;
-    const std::stop_token* parent_token_ = nullptr;
-    std::optional<std::stop_callback<detail::ForwardStop>> link_;
+    detail::StopState* parent_stop_ = nullptr;
+    detail::StopCallback<detail::ForwardStop> link_;
 };
 
 /// `task`'s result, or eddy::TimedOut once `deadline` (steady clock) has passed.

@@ -17,7 +17,7 @@
 // `on_unhandled_exception`: its owner asked for it to stop.
 //
 // Why opt-in (spawn_abortable, not every spawn): a task that can be aborted must register
-// its cancellation at every wait (a std::stop_callback: a few atomic operations), and owns
+// its cancellation at every wait (a StopCallback: a few atomic operations), and owns
 // one more allocation (this state). Plain `eddy::spawn` tasks skip both; they remain
 // uncancellable, as before. JoinSet spawns abortable tasks.
 //
@@ -28,7 +28,6 @@
 #include <atomic>
 #include <coroutine>
 #include <cstdint>
-#include <stop_token>
 #include <utility>
 
 #include <eddy/tasks/detail/frame_header.hpp>
@@ -52,7 +51,7 @@ public:
         std::uint8_t expected = kRunning;
         // Acq_rel: pairs with finish()'s CAS; exactly one of the two wins.
         if (phase_.compare_exchange_strong(expected, kAborted, std::memory_order_acq_rel))
-            source_.request_stop();  // runs the task's registered cancellations
+            stop_.request_stop();  // runs the task's registered cancellations
     }
     /// The task reached its final suspend (finish_root). False: it was aborted first.
     bool finish() noexcept {
@@ -67,10 +66,10 @@ private:
     static constexpr std::uint8_t kFinished = 1;
     static constexpr std::uint8_t kAborted = 2;
 
-    AbortState() : scope_(source_.get_token()) { destroy = &free; }
+    AbortState() noexcept : scope_(&stop_) { destroy = &free; }
     static void free(AbortLink* self) noexcept { delete static_cast<AbortState*>(self); }
 
-    std::stop_source source_;
+    StopState stop_;
     TaskCancellation scope_;
     std::atomic<std::uint8_t> phase_{kRunning};
 };

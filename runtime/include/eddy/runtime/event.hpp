@@ -52,20 +52,20 @@ public:
         static constexpr const char* kWhat = "co_await on an eddy::Event";
         static constexpr const char* kCancelled = "eddy::Event: the wait was cancelled";
 
-        explicit Awaiter(Event& e) noexcept : WaitAwaiter(e.waiters_), event_(e) {}
-        /// Lock held.
-        bool try_now(detail::WakeList&) const noexcept { return event_.set_.load(std::memory_order_relaxed); }
+        explicit Awaiter(Event& e) noexcept : WaitAwaiter(e.waiters_) {}
+        /// Lock held. The event is the queue's owner (no pointer of our own: a waiting task's
+        /// frame holds this awaiter, and every byte counts a million times).
+        bool try_now(detail::WakeList&) const noexcept {
+            return static_cast<const Event*>(this->queue().owner())->set_.load(std::memory_order_relaxed);
+        }
         void await_resume() const { throw_if_cancelled(); }
-
-    private:
-        Event& event_;
     };
     Awaiter operator co_await() noexcept { return Awaiter(*this); }
 
 private:
     detail::SpinLock lock_;
     std::atomic<bool> set_{false};  // written under lock_; read without it by is_set()
-    detail::WaitQueue waiters_{lock_};
+    detail::WaitQueue waiters_{lock_, nullptr, this};
 };
 
 } // namespace eddy

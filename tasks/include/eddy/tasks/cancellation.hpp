@@ -2,8 +2,8 @@
 // work from cancellation.
 //
 // # The model
-// Every task runs under a cancellation, a std::stop_token (or none). An awaited task inherits
-// its awaiter's; the children of when_all, when_any and a TaskGroup run under a token of the
+// Every task runs under a cancellation (or none), which code outside eddy sees as a
+// std::stop_token. An awaited task inherits its awaiter's; the children of when_all, when_any and a TaskGroup run under one of the
 // combinator's own, which is stopped when the combinator's awaiter is cancelled and when the
 // combinator decides to stop them (a sibling failed, a winner finished, a timeout expired).
 // Spawned tasks (eddy::spawn, Runtime::spawn) start uncancellable, like Tokio's.
@@ -129,11 +129,6 @@ auto shield(A&& a) {
 template <class T>
 Task<T> with_stop_token(Task<T> task, std::stop_token token) {
     const detail::TaskCancellation* parent = co_await detail::CurrentScope{};
-    if (parent == nullptr || !parent->stop_possible()) {
-        detail::TaskCancellation own(std::move(token));
-        own.inherit(parent);
-        co_return co_await typename Task<T>::Awaiter(task, &own);
-    }
     detail::LinkedStopSource both(parent);
     std::stop_callback also(token, [&both]() noexcept { both.request_stop(); });
     co_return co_await typename Task<T>::Awaiter(task, both.token());

@@ -72,7 +72,7 @@ public:
     /// What completes at once spends a unit of the cooperative budget (eddy/runtime/coop.hpp).
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {
-        const std::stop_token* task = cancellation_of(h);
+        StopState* task = cancellation_of(h);
         if (token_.stop_requested() || stop_requested(task)) {
             op_.result = -ECANCELED;
             return false;

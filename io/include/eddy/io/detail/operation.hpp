@@ -6,7 +6,7 @@
 // cancelled or not.
 //
 // # Cancellation protocol (cancel_flags)
-//   request_cancel() (any thread, from a std::stop_callback) sets kCancelRequested; if
+//   request_cancel() (any thread, from a stop callback) sets kCancelRequested; if
 //   neither flag was set before it pushes cancel_node to the reactor (once: the operation's
 //   own token and its task's cancellation may both ask). The reactor, on the
 //   operation's completion, sets kCompleted; if kCancelRequested was already set it knows a
@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <optional>
 #include <stop_token>
+
+#include <eddy/tasks/detail/promise.hpp>
 
 namespace eddy::detail {
 
@@ -111,16 +113,16 @@ public:
     /// Before submitting `op`: false when either token is stopped already (do not submit;
     /// the operation is cancelled). Otherwise registers both callbacks; one may fire at once,
     /// posting the cancel node ahead of the operation, which the reactor handles.
-    bool arm(Operation& op, const std::stop_token& own, const std::stop_token* task) {
-        if (own.stop_requested() || (task != nullptr && task->stop_requested())) return false;
+    bool arm(Operation& op, const std::stop_token& own, StopState* task) {
+        if (own.stop_requested() || stop_requested(task)) return false;
         if (own.stop_possible()) own_.emplace(own, CancelOnStop{&op});
-        if (task != nullptr && task->stop_possible()) task_.emplace(*task, CancelOnStop{&op});
+        if (task != nullptr) task_.emplace(*task, CancelOnStop{&op});
         return true;
     }
 
 private:
     std::optional<std::stop_callback<CancelOnStop>> own_;
-    std::optional<std::stop_callback<CancelOnStop>> task_;
+    StopCallback<CancelOnStop> task_;
 };
 
 } // namespace eddy::detail

@@ -132,7 +132,7 @@ private:
         void operator()() const noexcept;
     };
 
-    bool suspend(std::coroutine_handle<> h, const std::stop_token* task);
+    bool suspend(std::coroutine_handle<> h, StopState* task);
     /// One attempt on the worker; false when it would block (then result_ is -EAGAIN).
     bool attempt() noexcept;
     /// Tries and, while the socket is not ready, queues itself. True: settled (result_ set);
@@ -166,7 +166,7 @@ private:
     std::stop_token token_;
     // Destroyed first: a callback's destructor waits for a cancel running on another thread.
     std::optional<std::stop_callback<CancelWait>> own_cancel_;
-    std::optional<std::stop_callback<CancelWait>> task_cancel_;
+    StopCallback<CancelWait> task_cancel_;
 };
 
 /// One recvmsg/sendmsg over an iovec array (TcpStream::read_vectored, write_vectored): the

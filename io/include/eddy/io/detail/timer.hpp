@@ -22,23 +22,23 @@
 
 #include <coroutine>
 #include <cstdint>
-#include <stop_token>
 
 namespace eddy::detail {
 
 class TimerQueue;
+struct TimeoutScope;  // eddy/io/with_timeout.hpp
 
 struct TimerEntry {
     enum class State : std::uint8_t { kIdle, kQueued, kFired, kCancelled };
-    /// What firing does: resume `waiter` (a sleep), or request a stop on `source`
-    /// (with_timeout: the source is copied under the queue's lock, since the awaiter may be
-    /// gone as soon as the lock is released).
+    /// What firing does: resume `waiter` (a sleep), or request a stop on `timeout`'s state
+    /// (with_timeout: a reference to it is taken under the queue's lock, since the awaiter
+    /// may be gone as soon as the lock is released; fire_timeout does the rest).
     enum class Action : std::uint8_t { kResume, kStop };
 
     std::int64_t deadline_ns = 0;  // std::chrono::steady_clock, since its epoch
     TimerQueue* queue = nullptr;   // set before arming; where it is (or was) queued
     std::coroutine_handle<> waiter{};
-    const std::stop_source* source = nullptr;
+    TimeoutScope* timeout = nullptr;
     std::int32_t result = 0;  // kResume: 0 when it fired, -ECANCELED when cancelled
     State state = State::kIdle;
     Action action = Action::kResume;
@@ -62,6 +62,12 @@ bool arm_timer(TimerEntry& e) noexcept;
 bool disarm_timer(TimerEntry& e) noexcept;
 /// Any thread, from a stop callback of a kResume entry: cancels it (see above).
 void cancel_timer(TimerEntry& e) noexcept;
+
+/// A kStop entry that fired, under its queue's lock: keeps its scope alive for fire_timeout.
+void retain_timeout(TimeoutScope* s) noexcept;
+/// After the lock is released: stops the scope (the with_timeout's task is cancelled) and
+/// drops the reference retain_timeout took.
+void fire_timeout(TimeoutScope* s) noexcept;
 
 /// A stop callback that cancels a sleep.
 struct CancelTimer {

@@ -13,8 +13,8 @@
 //   WaitAwaiter   the base of every primitive's awaiter: the protocol below.
 //
 // # The protocol (one waiter, one primitive)
-//   1. await_suspend(h) (templated, to read the task's token with cancellation_of(h)):
-//      require a worker; if the token is already stopped, do not suspend (await_resume
+//   1. await_suspend(h) (templated, to read the task's stop state with cancellation_of(h)):
+//      require a worker; if it is already stopped, do not suspend (await_resume
 //      throws OperationCancelled).
 //   2. Register the stop callback FIRST. It may run inline (a stop raced in): finding the node
 //      not yet queued, it only marks it cancelled.
@@ -29,8 +29,8 @@
 //      cancelled and let the primitive pass on what the waiter would have blocked (the
 //      queue's cancel hook: a Semaphore's permits); unlock; schedule the waiter. A waiter that
 //      was granted first stays granted: the grant wins, nothing is lost or duplicated.
-//   6. The awaiter's destructor: the stop callback goes first (std::stop_callback's
-//      destructor waits for a callback running on another thread); then, if the node is still
+//   6. The awaiter's destructor: the stop callback goes first (StopCallback::reset waits
+//      for a callback running on another thread); then, if the node is still
 //      waiting (its frame is destroyed while suspended, e.g. by runtime shutdown), it is
 //      unlinked under the lock, so the primitive never points at freed memory.
 //   A wait granted at once (step 3) spends a unit of the task's cooperative budget and may
@@ -42,8 +42,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
-#include <optional>
-#include <stop_token>
 
 #include <eddy/runtime/detail/coop_budget.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>
@@ -58,22 +56,35 @@ class WakeList;
 
 enum class WaitStatus : std::uint8_t { waiting, granted, cancelled };
 
-/// One waiter, inside the waiting frame. Fields other than `status_` are written by the
+/// One waiter, inside the waiting frame. Fields other than the status are written by the
 /// waiting task before it is queued and by lock holders while it is queued.
+///
+/// Five words: a suspended task's frame holds one, so a million waiting tasks pay for every
+/// byte a million times. The status lives in the low bits of the queue pointer (a WaitQueue
+/// is at least 4-aligned), and whether the node is queued is read off its links
+/// (WaitQueue::queued) rather than kept in a flag.
 class WaitNode {
 public:
-    explicit WaitNode(WaitQueue& queue) noexcept : queue_(&queue) {}
+    explicit WaitNode(WaitQueue& queue) noexcept : queue_status_(reinterpret_cast<std::uintptr_t>(&queue)) {}
     WaitNode(const WaitNode&) = delete;
     WaitNode& operator=(const WaitNode&) = delete;
+
+    static constexpr std::uintptr_t kStatusMask = 3;  // the status bits of queue_status_
 
     WaitStatus status() const noexcept {
         // Acquire: pairs with the release store of whoever granted or cancelled the node
         // (under the lock), so what the granter handed over is visible.
-        return status_.load(std::memory_order_acquire);
+        return static_cast<WaitStatus>(queue_status_.load(std::memory_order_acquire) & kStatusMask);
     }
-    /// Lock held (or the node not shared yet).
+    /// Lock held (or the node not shared yet): no other writer.
     void set_status(WaitStatus s) noexcept {
-        status_.store(s, std::memory_order_release);  // release: pairs with status()
+        const std::uintptr_t queue_bits = queue_status_.load(std::memory_order_relaxed) & ~kStatusMask;
+        queue_status_.store(queue_bits | static_cast<std::uintptr_t>(s), std::memory_order_release);  // release: pairs with status()
+    }
+
+    /// The queue the node waits on (fixed at construction). Relaxed: those bits never change.
+    WaitQueue& queue() const noexcept {
+        return *reinterpret_cast<WaitQueue*>(queue_status_.load(std::memory_order_relaxed) & ~kStatusMask);
     }
 
 private:
@@ -82,13 +93,17 @@ private:
     template <class Derived>
     friend class WaitAwaiter;
 
-    WaitQueue* queue_;
-    WaitNode* prev_ = nullptr;
+    /// Relaxed, lock held: the status without the ordering status() gives.
+    WaitStatus status_locked() const noexcept {
+        return static_cast<WaitStatus>(queue_status_.load(std::memory_order_relaxed) & kStatusMask);
+    }
+
+    // The queue's address | the status. The status is stored under the queue's lock (or
+    // before the node is shared); read without it by the resumed waiter (await_resume,
+    // destructor), which the grant or cancel happened before.
+    std::atomic<std::uintptr_t> queue_status_;
+    WaitNode* prev_ = nullptr;  // guarded by the queue's lock, like next_
     WaitNode* next_ = nullptr;
-    bool linked_ = false;  // guarded by the queue's lock
-    // Stored under the queue's lock (or before the node is shared); read without it by the
-    // resumed waiter (await_resume, destructor), which the grant or cancel happened before.
-    std::atomic<WaitStatus> status_{WaitStatus::waiting};
     std::coroutine_handle<> handle_;
     Scheduler* scheduler_ = nullptr;
 };
@@ -149,7 +164,8 @@ private:
 
 /// An intrusive FIFO list of waiters guarded by `lock`. `on_cancel(owner, wakes)`, if given,
 /// runs under the lock after a queued waiter was cancelled, to grant what that waiter was
-/// holding up.
+/// holding up. `owner` (the primitive) also lets an awaiter find its primitive through its
+/// node, without a pointer of its own.
 class WaitQueue {
 public:
     using CancelHook = void (*)(void* owner, WakeList& wakes) noexcept;
@@ -160,6 +176,7 @@ public:
     WaitQueue& operator=(const WaitQueue&) = delete;
 
     SpinLock& lock() const noexcept { return lock_; }
+    void* owner() const noexcept { return owner_; }
 
     // --- lock held ---
     bool empty() const noexcept { return head_ == nullptr; }
@@ -175,7 +192,6 @@ public:
             head_ = &n;
         }
         tail_ = &n;
-        n.linked_ = true;
         ++size_;
     }
 
@@ -191,9 +207,12 @@ public:
             tail_ = n.prev_;
         }
         n.prev_ = n.next_ = nullptr;
-        n.linked_ = false;
         --size_;
     }
+
+    /// True when `n` (still waiting) is in this queue: a waiting node is in no other list, so
+    /// its links say it (the only node without a predecessor is the head).
+    bool queued(const WaitNode& n) const noexcept { return n.prev_ != nullptr || head_ == &n; }
 
     /// Unlinks the first waiter, marks it granted and adds it to `wakes`. The caller has
     /// handed it its item/permit/ownership first. Returns it (nullptr if the queue is empty).
@@ -221,8 +240,8 @@ public:
             std::lock_guard guard(lock_);
             // Relaxed: every store to the status is made under this lock (or before the node
             // is shared), so the lock orders it.
-            if (n.status_.load(std::memory_order_relaxed) != WaitStatus::waiting) return;  // granted: it wins
-            if (!n.linked_) {
+            if (n.status_locked() != WaitStatus::waiting) return;  // granted: it wins
+            if (!queued(n)) {
                 // Not queued yet: await_suspend sees this under the lock and does not suspend.
                 n.set_status(WaitStatus::cancelled);
                 return;
@@ -238,7 +257,7 @@ public:
     /// Step 6: the frame holding `n` is destroyed; unlink it if it is still queued.
     void forget(WaitNode& n) noexcept {
         std::lock_guard guard(lock_);
-        if (n.linked_) remove(n);
+        if (n.status_locked() == WaitStatus::waiting && queued(n)) remove(n);
     }
 
 private:
@@ -250,6 +269,8 @@ private:
     std::size_t size_ = 0;
 };
 
+static_assert(alignof(WaitQueue) > WaitNode::kStatusMask, "a WaitNode keeps its status in the low bits of its queue's address");
+
 /// The base of a primitive's awaiter (CRTP): the protocol's steps 1-3 and 6. `Derived`
 /// provides `bool try_now(WakeList&)`, called under the lock: true = the resource was taken
 /// (or the wait is over: closed, set), so do not suspend; it may grant other waiters into
@@ -258,33 +279,33 @@ private:
 /// Derived awaiters that own data a granter writes into (a value slot) call leave() first
 /// in their own destructor, so the node is unlinked before that data is destroyed.
 template <class Derived>
-class WaitAwaiter : public WaitNode {
+class WaitAwaiter : public WaitNode, private StopRegistration {
 public:
     bool await_ready() const noexcept { return false; }
 
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {
         Scheduler& sched = require_worker(Derived::kWhat);
-        const std::stop_token* token = cancellation_of(h);
-        if (stop_requested(token)) {
+        StopState* stop = cancellation_of(h);
+        if (stop_requested(stop)) {
             set_status(WaitStatus::cancelled);
             return false;
         }
         handle_ = h;
         scheduler_ = &sched;
         // Step 2: may run the callback inline, which then only marks us cancelled.
-        if (token != nullptr && token->stop_possible()) stop_.emplace(*token, Cancel{this});
+        if (stop != nullptr) attach(*stop);
         WakeList wakes;
         bool suspend = false;
         {
-            std::lock_guard guard(queue_->lock());
+            std::lock_guard guard(queue().lock());
             // Relaxed: the stop callback stores under this lock.
-            if (status_.load(std::memory_order_relaxed) == WaitStatus::cancelled) {
+            if (status_locked() == WaitStatus::cancelled) {
                 // the stop won before we were queued: do not suspend
             } else if (static_cast<Derived*>(this)->try_now(wakes)) {
                 set_status(WaitStatus::granted);
             } else {
-                queue_->push_back(*this);
+                queue().push_back(*this);
                 suspend = true;
             }
         }
@@ -296,7 +317,7 @@ public:
     }
 
 protected:
-    explicit WaitAwaiter(WaitQueue& queue) noexcept : WaitNode(queue) {}
+    explicit WaitAwaiter(WaitQueue& queue) noexcept : WaitNode(queue), StopRegistration(&on_stop) {}
     ~WaitAwaiter() { leave(); }
 
     bool cancelled() const noexcept { return status() == WaitStatus::cancelled; }
@@ -307,18 +328,18 @@ protected:
 
     /// Step 6; idempotent.
     void leave() noexcept {
-        stop_.reset();  // first: waits for a callback running on another thread
-        if (handle_ && status() == WaitStatus::waiting) queue_->forget(*this);
+        StopRegistration::reset();  // first: waits for a callback running on another thread
+        if (handle_ && status() == WaitStatus::waiting) queue().forget(*this);
         handle_ = nullptr;
     }
 
 private:
-    struct Cancel {
-        WaitNode* node;
-        void operator()() const noexcept { node->queue_->cancel(*node); }
-    };
-    // Declared after the node (the base), so destroyed before it.
-    std::optional<std::stop_callback<Cancel>> stop_;
+    /// Step 5, run by the stop state: the stop callback is this object's second base (no
+    /// function object stored: it knows where the node is).
+    static void on_stop(StopRegistration* r) noexcept {
+        WaitNode& node = *static_cast<WaitAwaiter*>(r);
+        node.queue().cancel(node);
+    }
 };
 
 } // namespace eddy::detail

@@ -18,7 +18,6 @@
 #include <exception>
 #include <memory>
 #include <optional>
-#include <stop_token>
 #include <type_traits>
 #include <utility>
 
@@ -65,9 +64,9 @@ public:
     /// combinator's (when_all, when_any, with_timeout, TaskGroup), or nullptr (spawned root
     /// tasks, shield). It lives in an ancestor frame that outlives this task.
     const TaskCancellation* cancellation_scope() const noexcept { return stop_; }
-    /// Its token (nullptr: uncancellable).
-    /// Its token (nullptr: uncancellable); made now if its scope makes tokens on demand.
-    const std::stop_token* cancellation() const noexcept { return stop_ != nullptr ? stop_->get() : nullptr; }
+    /// Its stop state, to register a cancellation on (nullptr: uncancellable); linked now if
+    /// its scope links on demand.
+    StopState* cancellation() const noexcept { return stop_ != nullptr ? stop_->get() : nullptr; }
     void set_cancellation(const TaskCancellation* c) noexcept { stop_ = c; }
 
 protected:
@@ -90,10 +89,10 @@ private:
 // Measure spawn_many with 2 workers before letting this grow.
 static_assert(sizeof(PromiseBase) <= 4 * sizeof(void*), "PromiseBase grew: every Task frame pays for it");
 
-/// The cancellation token of the coroutine behind `h` if it is an eddy Task, else nullptr.
+/// The stop state of the coroutine behind `h` if it is a cancellable eddy Task, else nullptr.
 /// Awaiters use it from a templated await_suspend to learn whom they suspend.
 template <class P>
-const std::stop_token* cancellation_of(std::coroutine_handle<P> h) noexcept {
+StopState* cancellation_of(std::coroutine_handle<P> h) noexcept {
     if constexpr (std::is_base_of_v<PromiseBase, P>) {
         return h.promise().cancellation();
     } else {
@@ -118,7 +117,7 @@ bool unconstrained_of(std::coroutine_handle<P> h) noexcept {
     return c != nullptr && c->unconstrained;
 }
 
-inline bool stop_requested(const std::stop_token* t) noexcept { return t != nullptr && t->stop_requested(); }
+inline bool stop_requested(const StopState* s) noexcept { return s != nullptr && s->stop_requested(); }
 
 template <class T>
 class Promise;

@@ -1,13 +1,14 @@
 // eddy/tasks/detail/task_cancellation.hpp: the scope a task runs under (its cancellation and
-// what else it inherits from whoever awaits it), and the lazily made stop source of a
+// what else it inherits from whoever awaits it), and the lazily linked stop source of a
 // combinator. Not for users.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
-#include <optional>
 #include <stop_token>
-#include <utility>
+#include <thread>
+
+#include <eddy/tasks/detail/stop_state.hpp>
 
 namespace eddy::detail {
 
@@ -20,83 +21,68 @@ struct TaskLocals {
     const void* get(std::uint32_t slot) const noexcept { return slot < size ? values[slot] : nullptr; }
 };
 
-/// The cancellation a task runs under: a std::stop_token, in the frame of whoever started
-/// the task (a combinator's state, a with_timeout, with_stop_token), shared by every task it
-/// awaits. `shared` records that a copy of the token left the tree of tasks
-/// (this_task::stop_token(), TaskGroup::stop_token()): such a copy may outlive the tasks, so
-/// eddy::with_timeout, which reuses the stop sources of tasks that finished unstopped, must
-/// not reuse this one (io/timeout.cpp). Relaxed: read after the tasks finished, which the
-/// completion chain orders.
+/// The cancellation a task runs under: a StopState (eddy/tasks/detail/stop_state.hpp) owned
+/// by whoever started the task (a combinator's state, a with_timeout, with_stop_token, an
+/// abortable task's state), shared by every task it awaits; none for an uncancellable task.
 ///
-/// A combinator's scope makes its token on demand (`lazy`, see LinkedStopSource): get() is
-/// the token, made at the first call; a scope whose tasks never wait on anything cancellable
-/// (a fork-join that only computes) never allocates a stop source.
+/// A combinator's scope makes its state usable on demand (`lazy`, see LinkedStopSource):
+/// get() is the state, linked to the parent's at the first call; a scope whose tasks never
+/// wait on anything cancellable (a fork-join that only computes) never links anything.
 ///
 /// The scope also carries what else a task inherits from whoever awaits it: `unconstrained`,
 /// set by eddy::coop::unconstrained, exempts the tasks under it from the cooperative budget
 /// (eddy/runtime/coop.hpp); `locals`, the task-local values bound above it
 /// (eddy/tasks/task_local.hpp). A scope nested under another (a combinator's, a task-local
-/// binding's) inherits both with inherit(); one derived from its parent (same token) also
-/// passes share() on to it.
+/// binding's) inherits both with inherit().
 struct TaskCancellation {
-    explicit TaskCancellation(std::stop_token t = {}) noexcept : token(std::move(t)) {}
-    /// A scope with its parent's token (or its parent's lazy source) and everything else it
+    explicit TaskCancellation(StopState* s = nullptr) noexcept : state(s) {}
+    /// A scope with its parent's state (or its parent's lazy source) and everything else it
     /// inherits (nullptr: none).
     struct Derive {};
     TaskCancellation(const TaskCancellation* parent, Derive) noexcept
-        : token(parent != nullptr ? parent->token : std::stop_token{}),
-          lazy(parent != nullptr ? parent->lazy : nullptr),
-          origin(parent) {
+        : state(parent != nullptr ? parent->state : nullptr), lazy(parent != nullptr ? parent->lazy : nullptr) {
         inherit(parent);
     }
     TaskCancellation(const TaskCancellation&) = delete;
     TaskCancellation& operator=(const TaskCancellation&) = delete;
 
-    /// The token; made now when this scope makes it on demand. std::bad_alloc there ends the
-    /// program (it is called from noexcept await_suspends), as an allocation failure in
-    /// Tokio's runtime does.
-    const std::stop_token* get() const noexcept;
-    /// True when a stop may come (without making the token).
-    bool stop_possible() const noexcept { return lazy != nullptr || token.stop_possible(); }
-    /// True when a stop was requested (without making the token).
+    /// The state to register a cancellation on (nullptr: none can come); linked now when
+    /// this scope links on demand.
+    StopState* get() const noexcept;
+    /// True when a stop may come (without linking anything).
+    bool stop_possible() const noexcept { return lazy != nullptr || state != nullptr; }
+    /// True when a stop was requested (without linking anything).
     bool stop_requested() const noexcept;
 
-    /// A copy for code outside the task tree; marks the token as shared (here and in the
-    /// scope it was derived from, whose token it is).
+    /// A std::stop_token for code outside the task tree (empty when no stop can come).
     std::stop_token share() const noexcept {
-        shared.store(true, std::memory_order_relaxed);
-        if (origin != nullptr) (void)origin->share();
-        return *get();
+        StopState* s = get();
+        return s != nullptr ? s->token() : std::stop_token{};
     }
 
-    /// Takes what `parent` passes down besides its token (nothing when it is null).
+    /// Takes what `parent` passes down besides its cancellation (nothing when it is null).
     void inherit(const TaskCancellation* parent) noexcept {
         unconstrained = parent != nullptr && parent->unconstrained;
         locals = parent != nullptr ? parent->locals : TaskLocals{};
     }
 
-    std::stop_token token;  // unused when `lazy` is set
+    StopState* state = nullptr;  // unused when `lazy` is set
     LinkedStopSource* lazy = nullptr;
-    mutable std::atomic<bool> shared{false};
     bool unconstrained = false;  // written before any task runs under the scope
     TaskLocals locals;           // likewise
-    const TaskCancellation* origin = nullptr;  // the scope whose token this one copies
 };
 
 /// A combinator's own cancellation (when_all, when_any, TaskGroup, with_stop_token), stopped
-/// when its parent's is, and made only when needed.
+/// when its parent's is, linked to the parent only when needed.
 ///
-/// Why lazy: the source (a std::stop_source: an allocation, and a callback registered on the
-/// parent's token) matters only if some task under it waits on something cancellable, or
-/// the combinator stops its children. A fork-join of pure computation (each node a when_all
-/// of two calls) does neither, and paid both at every node. So the block holding the source
-/// is made by the first get() of the scope's token (a child about to wait registers its
-/// cancellation there); a stop requested before that is only recorded (`kStopped`) and the
-/// block, when made, starts stopped. The parent's token is linked before the block is
-/// published, so a stop of the parent is never missed: it reaches the block through the
-/// link, or was already visible when the link was made (std::stop_callback runs at once
-/// then). A child that never asked for the token was never waiting where a stop could reach
-/// it, and one that asks later finds the stop.
+/// Why lazy: the link (a callback registered on the parent's state, and unregistered at the
+/// end) matters only if some task under it waits on something cancellable. A fork-join of
+/// pure computation (each node a when_all of two calls) never does, and would pay both at
+/// every node. So the link is made by the first get() (a child about to wait registers its
+/// cancellation on the state get() returns); until then stop_requested() also asks the
+/// parent. Linking registers on the parent's state, which runs the forward at once if the
+/// parent is stopped already, so a stop of the parent is never missed: a child that asks for
+/// the state finds it stopped, or is reached through the link.
 ///
 /// Its scope inherits the rest of `parent`'s (coop::unconstrained, the task-locals). Lives in
 /// the combinator's frame, which outlives every task under it; not movable (the scope points
@@ -109,81 +95,61 @@ public:
     }
     LinkedStopSource(const LinkedStopSource&) = delete;
     LinkedStopSource& operator=(const LinkedStopSource&) = delete;
-    ~LinkedStopSource() {
-        Block* b = block_.load(std::memory_order_acquire);  // pairs with make()'s publication
-        if (b != stopped_marker()) delete b;
-    }
+    ~LinkedStopSource() { link_.reset(); }  // first: waits for a forward running elsewhere
 
     /// The cancellation children run under; stays valid as long as this object.
     const TaskCancellation* token() const noexcept { return &scope_; }
 
-    /// The stop source's token, made now if needed. Any thread.
-    const std::stop_token* get() noexcept {
-        Block* b = block_.load(std::memory_order_acquire);  // pairs with make()'s CAS
-        if (b != nullptr && b != stopped_marker()) return &b->token;
-        return &make(b)->token;
+    /// The state, linked to the parent's first if needed. Any thread.
+    StopState* get() noexcept {
+        // Acquire: pairs with the release store that ends the linking below.
+        if (phase_.load(std::memory_order_acquire) != kLinked) link();
+        return &state_;
     }
 
     /// Stops the children (true when this call did). Any thread; allocates nothing.
-    bool request_stop() noexcept {
-        Block* b = block_.load(std::memory_order_acquire);
-        for (;;) {
-            if (b == stopped_marker()) return false;
-            if (b != nullptr) return b->source.request_stop();
-            // Acq_rel: pairs with make()'s CAS (on failure `b` is the block it published).
-            if (block_.compare_exchange_weak(b, stopped_marker(), std::memory_order_acq_rel,
-                                             std::memory_order_acquire))
-                return true;
-        }
-    }
+    bool request_stop() noexcept { return state_.request_stop(); }
 
     bool stop_requested() const noexcept {
-        Block* b = block_.load(std::memory_order_acquire);
-        if (b == stopped_marker()) return true;
-        if (b != nullptr) return b->source.stop_requested();
-        return parent_ != nullptr && parent_->stop_requested();  // not linked yet
+        if (state_.stop_requested()) return true;
+        // Not linked yet: the parent's stop has not been forwarded.
+        return phase_.load(std::memory_order_acquire) != kLinked && parent_ != nullptr && parent_->stop_requested();
     }
 
 private:
     struct Forward {
-        std::stop_source* target;
+        StopState* target;
         void operator()() const noexcept { target->request_stop(); }
     };
-    struct Block {
-        std::stop_source source;
-        std::stop_token token = source.get_token();
-        // Destroyed first: its destructor waits for a forward running on another thread.
-        std::optional<std::stop_callback<Forward>> link;
-    };
-    // A non-null address that is never a Block's: "stopped before the block was made".
-    static Block* stopped_marker() noexcept { return reinterpret_cast<Block*>(&marker_storage); }
-    static inline char marker_storage = 0;  // only its address is used
+    static constexpr std::uint8_t kUnlinked = 0;
+    static constexpr std::uint8_t kLinking = 1;
+    static constexpr std::uint8_t kLinked = 2;
 
-    Block* make(Block* seen) noexcept {
-        for (;;) {
-            Block* fresh = new Block;
-            if (seen == stopped_marker()) fresh->source.request_stop();
-            // Link before publishing: see above. May forward at once.
-            if (parent_ != nullptr && parent_->stop_possible())
-                fresh->link.emplace(*parent_->get(), Forward{&fresh->source});
-            // Acq_rel: release publishes the block; acquire (on failure) sees another's.
-            if (block_.compare_exchange_strong(seen, fresh, std::memory_order_acq_rel, std::memory_order_acquire))
-                return fresh;
-            delete fresh;  // another thread made it, or a stop was recorded meanwhile
-            if (seen != stopped_marker()) return seen;
+    void link() noexcept {
+        std::uint8_t expected = kUnlinked;
+        // Acquire on both outcomes: see the other linker's store of kLinked below.
+        if (phase_.compare_exchange_strong(expected, kLinking, std::memory_order_acquire)) {
+            if (parent_ != nullptr && parent_->stop_possible()) {
+                link_.emplace(*parent_->get(), Forward{&state_});  // may forward at once
+            }
+            phase_.store(kLinked, std::memory_order_release);  // release: pairs with get()
+            return;
         }
+        // Another thread links (a few instructions): wait for it.
+        while (phase_.load(std::memory_order_acquire) != kLinked) std::this_thread::yield();
     }
 
     const TaskCancellation* parent_;
     TaskCancellation scope_;
-    // nullptr: not made, no stop; stopped_marker(): not made, stopped; else the block.
-    std::atomic<Block*> block_{nullptr};
+    StopState state_;
+    StopCallback<Forward> link_;
+    std::atomic<std::uint8_t> phase_{kUnlinked};
 };
 
-inline const std::stop_token* TaskCancellation::get() const noexcept { return lazy != nullptr ? lazy->get() : &token; }
+inline StopState* TaskCancellation::get() const noexcept { return lazy != nullptr ? lazy->get() : state; }
 
 inline bool TaskCancellation::stop_requested() const noexcept {
-    return lazy != nullptr ? lazy->stop_requested() : token.stop_requested();
+    return lazy != nullptr ? lazy->stop_requested() : state != nullptr && state->stop_requested();
 }
 
 } // namespace eddy::detail

@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstring>
 #include <set>
@@ -34,11 +35,20 @@ std::vector<void*> allocate_n(std::size_t n, std::uint8_t cls = kClass) {
 
 eddy::Task<int> small_task(int x) { co_return x + 1; }
 
-eddy::Task<int> large_task(int x) {
-    volatile char big[2 * fp::kMaxPooledBytes];  // lives across the suspension: in the frame
-    big[0] = static_cast<char>(x);
+// Parameters are always copied into the frame: this one is larger than any pooled class.
+eddy::Task<int> large_task(std::array<char, 2 * fp::kMaxPooledBytes> big) {
     co_await std::suspend_always{};
+    asm volatile("" : : "r"(big.data()) : "memory");  // the whole array is used: no shrinking it
     co_return big[0] + 1;
+}
+
+// Not inlined: the Task leaves the function that made it, so no compiler can elide its frame's
+// allocation (HALO: such a frame would have no header to look at).
+[[gnu::noinline]] eddy::Task<int> make_small(int x) { return small_task(x); }
+[[gnu::noinline]] eddy::Task<int> make_large(int x) {
+    std::array<char, 2 * fp::kMaxPooledBytes> big{};
+    big[0] = static_cast<char>(x);
+    return large_task(big);
 }
 
 } // namespace
@@ -160,8 +170,8 @@ TEST_CASE("a thread's frees of blocks of an exited thread, mixed with its own") 
 }
 
 TEST_CASE("task frames: small ones from the pool, large ones from operator new") {
-    auto small = small_task(1);
-    auto large = large_task(1);
+    auto small = make_small(1);
+    auto large = make_large(1);
     auto* hs = eddy::detail::header_of(eddy::detail::TaskAccess::get(small).address());
     auto* hl = eddy::detail::header_of(eddy::detail::TaskAccess::get(large).address());
     CHECK(hl->pool_class == 0);

@@ -6,7 +6,7 @@
 namespace eddy::detail {
 
 void TaskRegistry::insert(FrameHeader* h, std::size_t hint) noexcept {
-    const auto index = static_cast<std::uint16_t>(hint % kShards);
+    const auto index = static_cast<std::uint8_t>(hint % kShards);
     Shard& s = shards_[index];
     h->shard = index;
     std::lock_guard lock(s.lock);

@@ -41,6 +41,7 @@ private:
         FrameHeader* head = nullptr;  // guarded by lock
         std::atomic<std::size_t> count{0};  // written under lock, read anywhere (metrics)
     };
+    static_assert(kShards <= 256, "FrameHeader::shard is one byte");
     std::array<Shard, kShards> shards_;
 };
 

@@ -5,6 +5,7 @@
 
 #include <eddy/runtime/detail/coop_budget.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>
+#include <eddy/tasks/detail/frame_pool.hpp>
 
 #include <algorithm>
 #include <utility>
@@ -208,6 +209,8 @@ void Worker::park() {
     // completions back after our first call, seeing us still unparked, sees us parked now
     // or is told here (Driver::worker_out_of_work).
     sched_.driver_out_of_work(true);
+    // Idle: give back the frame memory of a burst (frame_pool.hpp, "Giving memory back").
+    frame_pool::trim();
     while (!sched_.stopping()) {
         parker_.park();
         if (idle.transition_from_parked(index_)) {

@@ -35,6 +35,7 @@
 //   thread_waiter: the same, for kThreadWaiting.
 //     home_id, joiner_sched and thread_waiter share storage: a handle is awaited, waited or
 //     dropped unobserved, only one of the three, and the first two consume the result.
+//   pool_class: written by allocate_frame, read by free_header (frame_pool.hpp).
 //   prev, next, shard: the runtime's task registry, under that registry shard's lock (root
 //     tasks); prev, next: a TaskGroup's list of unfinished members, under the group's lock
 //     (group members, which are never root tasks).
@@ -50,6 +51,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
+
+#include <eddy/tasks/detail/frame_pool.hpp>
+#include <eddy/tasks/pool_config.hpp>
 
 namespace eddy::detail {
 
@@ -82,7 +86,8 @@ struct alignas(16) FrameHeader {
     // translation unit (the library and the user's code may be built differently).
     static constexpr std::uint16_t kMagic = 0xedd7u;
     std::uint16_t magic = kMagic;
-    std::uint16_t shard = 0;
+    std::uint8_t shard = 0;
+    std::uint8_t pool_class = 0;  // allocate_frame: the frame pool's class, 0 for operator new
 
     std::atomic<std::uint32_t> state{kRefOne};
     AbortLink* abort = nullptr;
@@ -114,15 +119,30 @@ inline FrameHeader* header_of(void* frame) noexcept {
 }
 
 inline void* allocate_frame(std::size_t n) {
+#if EDDY_FRAME_POOL
+    // Small frames from the calling thread's pool (frame_pool.hpp), the rest as before.
+    const std::uint8_t cls = frame_pool::class_of(sizeof(FrameHeader) + n);
+    void* raw = cls != 0 ? frame_pool::allocate(cls) : nullptr;
+    if (raw == nullptr) return ::new (::operator new(sizeof(FrameHeader) + n)) FrameHeader{} + 1;
+    FrameHeader* h = ::new (raw) FrameHeader{};
+    h->pool_class = cls;
+    return h + 1;
+#else
     void* raw = ::operator new(sizeof(FrameHeader) + n);
     return ::new (raw) FrameHeader{} + 1;
+#endif
 }
 
 /// Frees the allocation. The caller held the last reference.
 inline void free_header(FrameHeader* h) noexcept {
     if (h->abort != nullptr) h->abort->release();
+    const bool pooled = h->pool_class != 0;
     h->~FrameHeader();
-    ::operator delete(static_cast<void*>(h));
+    if (pooled) {
+        frame_pool::deallocate(h);
+    } else {
+        ::operator delete(static_cast<void*>(h));
+    }
 }
 
 /// The promise's operator delete: the frame is gone, its reference with it.

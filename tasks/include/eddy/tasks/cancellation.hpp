@@ -2,10 +2,12 @@
 // work from cancellation.
 //
 // # The model
-// Every task runs under a cancellation (or none), which code outside eddy sees as a
-// std::stop_token. An awaited task inherits its awaiter's; the children of when_all, when_any and a TaskGroup run under one of the
-// combinator's own, which is stopped when the combinator's awaiter is cancelled and when the
-// combinator decides to stop them (a sibling failed, a winner finished, a timeout expired).
+// Every task runs under a cancellation (or none): a stop state of eddy's own
+// (detail/stop_state.hpp), which code outside eddy sees as a std::stop_token. An awaited
+// task inherits its awaiter's; the children of when_all, when_any and a TaskGroup run under
+// one of the combinator's own, which is stopped when the combinator's awaiter is cancelled
+// and when the combinator decides to stop them (a sibling failed, a winner finished, a
+// timeout expired).
 // Spawned tasks (eddy::spawn, Runtime::spawn) start uncancellable, like Tokio's.
 //
 // What a stop request does to a task:

@@ -17,7 +17,7 @@
 // finished) destroys the frame. `Task<T&>` returns a reference; the referent must outlive the
 // awaiter's use of it. `Task<void>` returns nothing.
 //
-// Cancellation. An awaited task runs under its awaiter's cancellation (a std::stop_token):
+// Cancellation. An awaited task runs under its awaiter's cancellation (its stop state):
 // cancelling a task (when_any, with_timeout, TaskGroup, or a token of your own through
 // with_stop_token) cancels whatever it and the tasks it awaits are suspended on. See
 // eddy/tasks/cancellation.hpp.

@@ -222,7 +222,7 @@ void Scheduler::spawn(PromiseBase& p, std::coroutine_handle<> frame) {
     // Relaxed: the frame is not shared yet; the push below publishes these writes.
     h->state.store(2 * FrameHeader::kRefOne, std::memory_order_relaxed);  // frame + handle
     h->home_id = id_;
-    p.set_finish(&finish_root, this);
+    p.set_finish(&root_hook_);
     if (local) {
         w->stats().spawned.add();
         registry_.insert(h, w->index());

@@ -126,6 +126,7 @@ private:
 
     const RuntimeConfig config_;
     const std::uint64_t id_;
+    const FinishHook root_hook_{&finish_root, this};  // every root task's completion
     InjectQueue inject_;
     Idle idle_;
     TaskRegistry registry_;

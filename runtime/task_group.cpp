@@ -42,7 +42,7 @@ void TaskGroup::spawn(Task<void> child) {
 void TaskGroup::adopt(Task<void>& member) {
     auto h = detail::TaskAccess::release(member);
     detail::PromiseBase& p = h.promise();
-    p.set_finish(&on_member_done, this);
+    p.set_finish(&member_hook_);
     p.set_cancellation(stop_->token());
     detail::FrameHeader* header = detail::header_of(h.address());
     {

@@ -119,6 +119,7 @@ private:
     // takes one away (acq_rel: release publishes its effects, acquire on the last sees all).
     std::atomic<std::size_t> live_{0};
     std::coroutine_handle<> parent_;
+    const detail::FinishHook member_hook_{&on_member_done, this};  // every member's completion
     const detail::TaskCancellation* parent_scope_ = nullptr;
     std::optional<detail::LinkedStopSource> stop_;
     // The first failure: written once by the failed_ CAS winner, read after the last member

@@ -24,7 +24,8 @@ public:
     void link(const TaskCancellation* parent) { stop_.emplace(parent); }
     /// Routes child `i`'s completion here and runs it under the combinator's cancellation.
     void prepare_child(std::size_t, PromiseBase& p) noexcept {
-        p.set_finish(&on_child_done, this);
+        hook_ = FinishHook{&on_child_done, this};  // here: the state may have moved since built
+        p.set_finish(&hook_);
         p.set_cancellation(stop_->token());
     }
     bool arrive_parent(std::coroutine_handle<> parent) noexcept { return countdown_.arrive_parent(parent); }
@@ -49,6 +50,7 @@ private:
         return self->countdown_.arrive_child();  // SAFETY: the last touch of `self`
     }
 
+    FinishHook hook_{};  // every child's completion: on_child_done(this)
     Countdown countdown_;
     std::atomic<bool> failed_{false};
     std::exception_ptr first_error_;  // written once, by the failed_ CAS winner

@@ -24,8 +24,8 @@ public:
     void link(const TaskCancellation* parent) { stop_.emplace(parent); }
     /// Routes child `i`'s completion here and runs it under the combinator's cancellation.
     void prepare_child(std::size_t i, PromiseBase& p) noexcept {
-        slots_[i] = Slot{this, i};
-        p.set_finish(&on_child_done, &slots_[i]);
+        slots_[i] = Slot{FinishHook{&on_child_done, &slots_[i]}, this, i};
+        p.set_finish(&slots_[i].hook);
         p.set_cancellation(stop_->token());
     }
     bool arrive_parent(std::coroutine_handle<> parent) noexcept { return countdown_.arrive_parent(parent); }
@@ -36,6 +36,7 @@ public:
 
 private:
     struct Slot {
+        FinishHook hook{};
         WhenAnyState* state = nullptr;
         std::size_t index = 0;
     };

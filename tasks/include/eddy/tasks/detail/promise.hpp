@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <cassert>
 #include <coroutine>
 #include <cstdint>
 #include <exception>
@@ -32,6 +33,14 @@ class PromiseBase;
 using FinishFn = std::coroutine_handle<> (*)(void* ctx, PromiseBase& p,
                                              std::coroutine_handle<> self) noexcept;
 
+/// A completion hook and its context, held by whoever finishes frames this way (a scheduler,
+/// a combinator's state, a TaskGroup), which outlives every frame it finishes: a frame keeps
+/// one pointer to it.
+struct FinishHook {
+    FinishFn fn;
+    void* ctx;
+};
+
 class PromiseBase {
 public:
     static void* operator new(std::size_t n) { return allocate_frame(n); }
@@ -44,8 +53,13 @@ public:
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> self) const noexcept {
             PromiseBase& p = self.promise();
-            if (p.finish_ != nullptr) return p.finish_(p.link_, p, self);
-            return p.link_ != nullptr ? std::coroutine_handle<>::from_address(p.link_) : std::noop_coroutine();
+            const std::uintptr_t link = p.link_;
+            if ((link & kHookBit) != 0) {
+                const auto* hook = reinterpret_cast<const FinishHook*>(link & ~kHookBit);
+                return hook->fn(hook->ctx, p, self);
+            }
+            return link != 0 ? std::coroutine_handle<>::from_address(reinterpret_cast<void*>(link))
+                             : std::noop_coroutine();
         }
         [[noreturn]] void await_resume() const noexcept { std::terminate(); }
     };
@@ -53,11 +67,12 @@ public:
 
     void unhandled_exception() noexcept { exception_ = std::current_exception(); }
 
-    void set_continuation(std::coroutine_handle<> c) noexcept { link_ = c.address(); }
-    void set_finish(FinishFn fn, void* ctx) noexcept {
-        finish_ = fn;
-        link_ = ctx;
+    void set_continuation(std::coroutine_handle<> c) noexcept {
+        link_ = reinterpret_cast<std::uintptr_t>(c.address());
+        assert((link_ & kHookBit) == 0 && "a coroutine frame is at least 2-aligned");
     }
+    /// `hook` outlives the frame (see FinishHook).
+    void set_finish(const FinishHook* hook) noexcept { link_ = reinterpret_cast<std::uintptr_t>(hook) | kHookBit; }
     const std::exception_ptr& exception() const noexcept { return exception_; }
 
     /// The cancellation this task runs under: its awaiter's (inherited at `co_await`), a
@@ -75,19 +90,20 @@ protected:
     }
 
 private:
-    // What runs after final suspend. A task is either awaited (`link_` is its continuation's
-    // address; null: nothing, a noop) or finished by a hook (`finish_` with `link_` as its
-    // context), never both, so one word serves both: every frame carries these fields, and
-    // 8 bytes more per frame crossed glibc's 128-byte fastbin limit for small tasks, which
-    // halved spawn_many with 2 workers (frames allocated on one worker, freed on another).
-    FinishFn finish_ = nullptr;
-    void* link_ = nullptr;
+    // What runs after final suspend: a task is either awaited (`link_` is its continuation's
+    // address; 0: nothing, a noop) or finished by a hook (`link_` is the FinishHook's address
+    // with kHookBit set), never both, so one word serves both. Every frame carries these
+    // fields: 8 bytes more per frame once crossed glibc's 128-byte fastbin limit for small
+    // tasks (it halved spawn_many with 2 workers), and 8 bytes less is what brings a task
+    // waiting on an Event to the frame pool's 208-byte class (benchmarks/task_memory).
+    static constexpr std::uintptr_t kHookBit = 1;
+    std::uintptr_t link_ = 0;
     std::exception_ptr exception_;
     const TaskCancellation* stop_ = nullptr;
 };
 // Every frame pays for these bytes (and the header's): see the comment on link_ above.
 // Measure spawn_many with 2 workers before letting this grow.
-static_assert(sizeof(PromiseBase) <= 4 * sizeof(void*), "PromiseBase grew: every Task frame pays for it");
+static_assert(sizeof(PromiseBase) <= 3 * sizeof(void*), "PromiseBase grew: every Task frame pays for it");
 
 /// The stop state of the coroutine behind `h` if it is a cancellable eddy Task, else nullptr.
 /// Awaiters use it from a templated await_suspend to learn whom they suspend.

@@ -261,32 +261,38 @@ TEST_CASE("writers get the lock in the order they asked under contention across 
 TEST_CASE("a writer is not starved by readers that keep the lock busy on two workers") {
     // With reader preference the readers' overlapping holds could keep the writer out
     // forever; here the writer queues once and the readers that come later queue behind it.
+    // The readers count their laps only from the moment the writer is about to ask (before
+    // that they may run any number: how many depends on the machine's speed).
     Runtime rt(RuntimeConfig{.workers = 2});
     RwLock l;
     constexpr int kMaxLaps = 20000;
+    std::atomic<bool> asking{false};
     std::atomic<bool> written{false};
     std::atomic<int> longest{0};
-    rt.block_on([](RwLock& l, std::atomic<bool>& written, std::atomic<int>& longest) -> Task<void> {
-        auto reader = [](RwLock& l, std::atomic<bool>& written, std::atomic<int>& longest) -> Task<void> {
-            int laps = 0;
+    rt.block_on([](RwLock& l, std::atomic<bool>& asking, std::atomic<bool>& written,
+                   std::atomic<int>& longest) -> Task<void> {
+        auto reader = [](RwLock& l, std::atomic<bool>& asking, std::atomic<bool>& written,
+                         std::atomic<int>& longest) -> Task<void> {
+            int laps = 0;  // since the writer started asking
             while (!written.load() && laps < kMaxLaps) {
                 RwLock::ReadGuard g = co_await l.read();
                 co_await eddy::yield_now();
-                ++laps;
+                if (asking.load()) ++laps;
             }
             int seen = longest.load();
             while (laps > seen && !longest.compare_exchange_weak(seen, laps)) {
             }
         };
         std::vector<JoinHandle<void>> readers;
-        for (int i = 0; i < 4; ++i) readers.push_back(eddy::spawn(reader(l, written, longest)));
+        for (int i = 0; i < 4; ++i) readers.push_back(eddy::spawn(reader(l, asking, written, longest)));
         co_await settle();
+        asking.store(true);
         {
             RwLock::WriteGuard g = co_await l.write();
             written.store(true);
         }
         for (auto& h : readers) co_await std::move(h);
-    }(l, written, longest));
+    }(l, asking, written, longest));
     CHECK(written.load());
     CHECK(longest.load() < kMaxLaps);
     CHECK(is_free(l));

@@ -59,6 +59,7 @@
 #include <eddy/runtime/watch.hpp>
 #include <eddy/runtime/when_all.hpp>
 #include <eddy/runtime/when_any.hpp>
+#include <eddy/runtime/when_any_all_results.hpp>
 #include <eddy/runtime/yield_now.hpp>
 #include <eddy/tasks/cancellation.hpp>
 #include <eddy/tasks/errors.hpp>

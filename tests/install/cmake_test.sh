@@ -17,16 +17,11 @@
 # Exit 77 (skip) when cmake, meson or ninja is missing, or io_uring is unavailable.
 set -euo pipefail
 
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"   # skip, fail, parse_compiler, install_copy, run_hello, under_prefix
 
 build=$1 prefix=$2 libdir=$3 includedir=$4 version=$5 tls=$6 project=$7 hello=$8
 shift 8
-[[ ${1:-} == -- ]] && shift
-cxx=()
-while (($#)) && [[ $1 != -- ]]; do cxx+=("$1"); shift; done
-[[ ${1:-} == -- ]] && shift
-extra=("$@")
+parse_compiler "$@"
 
 [[ -n ${CMAKE:-} ]] && command -v "$CMAKE" >/dev/null || skip "cmake not found (apt-get install cmake)"
 [[ -n ${MESON:-} ]] && command -v "$MESON" >/dev/null || skip "meson not found"
@@ -35,13 +30,11 @@ extra=("$@")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 dest=$tmp/dest
-under_prefix() { [[ $1 == /* ]] && echo "$1" || echo "$prefix/$1"; }  # meson's dirs may be absolute
 lib=$dest$(under_prefix "$libdir")
 inc=$dest$(under_prefix "$includedir")
 pkgdir=$lib/cmake/eddy
 
-"$MESON" install -C "$build" --destdir "$dest" --no-rebuild --quiet >"$tmp/install.log" 2>&1 ||
-    { cat "$tmp/install.log"; fail "meson install --destdir failed"; }
+install_copy "$build" "$dest" "$tmp/install.log"
 
 # 1. The package files, with no path of this build or source tree in them.
 for f in eddyConfig.cmake eddyConfigVersion.cmake; do
@@ -93,13 +86,7 @@ echo "compile: $compile"
 echo "link: $link"
 
 # 4. The program.
-status=0
-out=$("$tmp/user/hello") || status=$?
-((status == 77)) && skip "${out#SKIP: }"
-((status == 0)) || fail "hello exited with status $status: $out"
-expected='hello from eddy: echo=ping sum=4950 slept=yes'
-[[ $out == "$expected" ]] || fail "hello printed '$out', expected '$expected'"
-echo "$out"
+run_hello "$tmp/user/hello"
 
 # 5. The version file: a range within the major version is found; 99 is not.
 major=${version%%.*}

@@ -5,8 +5,9 @@
 #   build-asan     clang, ASan + UBSan (+LeakSan)   unit, headers, examples, stress, install*
 #   build-tsan     clang, TSan, 4-slot deques       unit, headers, examples, stress, install*
 # Suite 'install' (tests/install/): install/pkg-config (meson install --destdir, then a program
-# built with `pkg-config --cflags --libs eddy` against that copy) runs in all three, built with
-# the build's compiler and -fsanitize flags; install/subproject (eddy via dependency('eddy') in
+# built with `pkg-config --cflags --libs eddy` against that copy) and install/cmake (the same
+# copy taken by a CMake project with find_package(eddy)) run in all three, built with the
+# build's compiler and -fsanitize flags; install/subproject (eddy via dependency('eddy') in
 # a temporary meson project: it compiles the library again) runs only in `build` (*: to save
 # time, and a sanitizer adds nothing there). The suite adds about a minute to `build`.
 # Sanitizer builds use clang 14: it makes symmetric transfer a real tail call under the

@@ -14,16 +14,11 @@
 # Exit 77 (skip) when pkg-config or meson is missing, or io_uring is unavailable.
 set -euo pipefail
 
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"   # skip, fail, parse_compiler, install_copy, run_hello, under_prefix
 
 build=$1 prefix=$2 libdir=$3 includedir=$4 hello=$5
 shift 5
-[[ ${1:-} == -- ]] && shift
-cxx=()
-while (($#)) && [[ $1 != -- ]]; do cxx+=("$1"); shift; done
-[[ ${1:-} == -- ]] && shift
-extra=("$@")
+parse_compiler "$@"
 
 [[ -n ${PKG_CONFIG:-} ]] && command -v "$PKG_CONFIG" >/dev/null || skip "pkg-config not found (apt-get install pkgconf)"
 [[ -n ${MESON:-} ]] && command -v "$MESON" >/dev/null || skip "meson not found"
@@ -31,12 +26,10 @@ extra=("$@")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 dest=$tmp/dest
-under_prefix() { [[ $1 == /* ]] && echo "$1" || echo "$prefix/$1"; }  # meson's dirs may be absolute
 inc=$dest$(under_prefix "$includedir")
 lib=$dest$(under_prefix "$libdir")
 
-"$MESON" install -C "$build" --destdir "$dest" --no-rebuild --quiet >"$tmp/install.log" 2>&1 ||
-    { cat "$tmp/install.log"; fail "meson install --destdir failed"; }
+install_copy "$build" "$dest" "$tmp/install.log"
 
 # 1. The headers: exactly the public ones (tests/headers compiles each of them alone).
 (cd "$inc" && find eddy -type f | sort) >"$tmp/installed"
@@ -73,10 +66,4 @@ cd "$tmp"
 # shellcheck disable=SC2086  # the flags are words
 "${cxx[@]}" -std=c++20 -O2 "${extra[@]}" hello.cpp -o hello $flags ||
     fail "hello.cpp does not build against the installed copy: ${cxx[*]} -std=c++20 -O2 ${extra[*]} hello.cpp $flags"
-status=0
-out=$(./hello) || status=$?
-((status == 77)) && skip "${out#SKIP: }"
-((status == 0)) || fail "hello exited with status $status: $out"
-expected='hello from eddy: echo=ping sum=4950 slept=yes'
-[[ $out == "$expected" ]] || fail "hello printed '$out', expected '$expected'"
-echo "$out"
+run_hello ./hello

@@ -9,8 +9,7 @@
 # Exit 77 (skip) when meson or ninja is missing, or io_uring is unavailable.
 set -euo pipefail
 
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/../install/common.sh"   # skip, fail, run_hello
 
 src=$1
 shift
@@ -34,10 +33,4 @@ extra=$(find "$tmp/build/subprojects/eddy" -type f -executable -not -name '*.so*
 [[ -z $extra ]] || fail "the subproject built programs (default_options ignored?): $extra"
 echo "built: $(grep -c . <(find "$tmp/build/subprojects/eddy" -name '*.o')) objects of eddy in subprojects/eddy"
 
-status=0
-out=$("$tmp/build/hello") || status=$?
-((status == 77)) && skip "${out#SKIP: }"
-((status == 0)) || fail "hello exited with status $status: $out"
-expected='hello from eddy: echo=ping sum=4950 slept=yes'
-[[ $out == "$expected" ]] || fail "hello printed '$out', expected '$expected'"
-echo "$out"
+run_hello "$tmp/build/hello"

@@ -244,24 +244,34 @@ TEST_CASE("a late consumer from the start: five periods already due when the fir
 TEST_CASE("a consumer late once in the middle of the run, under each policy") {
     static constexpr auto p = 20ms;
     Runtime rt(RuntimeConfig{.workers = 2});
-    for (const MissedTick policy : kPolicies) {
+    int stalled = 0;  // runs whose premise a busy machine broke (retried, at most 10)
+    for (std::size_t next = 0; next < kPolicies.size() && stalled < 10;) {
+        const MissedTick policy = *(kPolicies.begin() + next);
         CAPTURE(static_cast<int>(policy));
         const auto start = Clock::now();
         const auto until = start + 15 * p;
         // After the tick at start + p the consumer is busy for 3.5 periods: by the time it takes
         // the tick at 2p (late), those at 3p and 4p are due too. In time from then on, delay
         // and skip give 2p, then ten ticks from 5p or 5.5p on: at most 13 before 15p.
-        const std::vector<Take> takes = rt.block_on([](Clock::time_point s, Clock::time_point u, MissedTick m) -> Task<std::vector<Take>> {
+        std::vector<Take> takes = rt.block_on([](Clock::time_point s, Clock::time_point u, MissedTick m) -> Task<std::vector<Take>> {
             Interval iv = eddy::interval_at(s, p);
             iv.set_missed_tick(m);
             co_return co_await consume(iv, u, 1, 70ms);
         }(start, until, policy));
         REQUIRE(takes.size() >= 4);
+        check_policy(takes, policy, p);  // holds however late the machine let the consumer be
+        // The scenario below needs the first two ticks taken in time; a machine too busy to
+        // give a worker 20 ms (sanitizers, parallel builds) delays them and shifts the rest
+        // under `delay`. Then this run says nothing about the late tick: try again.
+        if (takes[0].after >= start + p || takes[1].after >= start + 2 * p) {
+            MESSAGE("the first ticks were taken late (a busy machine): run again");
+            ++stalled;
+            continue;
+        }
         CHECK(takes[0].at == start);
         CHECK(takes[1].at == start + p);
         CHECK(takes[2].at == start + 2 * p);  // the late tick itself is always returned
         CHECK(takes[2].before >= start + p + 70ms);
-        check_policy(takes, policy, p);
         const std::size_t n = count_before(takes, until);
         MESSAGE("ticks before start + 15 periods: " << n);
         switch (policy) {
@@ -282,7 +292,9 @@ TEST_CASE("a consumer late once in the middle of the run, under each policy") {
                 CHECK(n <= 13);
                 break;
         }
+        ++next;
     }
+    CHECK(stalled < 10);  // ten busy-machine retries in a row: something else is wrong
 }
 
 TEST_CASE("burst: the missed ticks complete back to back without suspending") {

@@ -21,10 +21,15 @@ class WhenAllState {
 public:
     explicit WhenAllState(std::size_t children) noexcept : countdown_(children) {}
 
-    void link(const TaskCancellation* parent) { stop_.emplace(parent); }
+    /// Before any child is prepared or started (the state has its final address by then).
+    void link(const TaskCancellation* parent) {
+        stop_.emplace(parent);
+        // Written once here: a child started earlier reads it when it finishes, possibly on
+        // another worker while later children are being prepared.
+        hook_ = FinishHook{&on_child_done, this};
+    }
     /// Routes child `i`'s completion here and runs it under the combinator's cancellation.
     void prepare_child(std::size_t, PromiseBase& p) noexcept {
-        hook_ = FinishHook{&on_child_done, this};  // here: the state may have moved since built
         p.set_finish(&hook_);
         p.set_cancellation(stop_->token());
     }

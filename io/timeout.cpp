@@ -36,9 +36,30 @@ private:
     std::vector<TimeoutScope*> free_;
 };
 
-ScopeCache& cache() {
-    thread_local ScopeCache c;
-    return c;
+// This thread's cache, made on first use. A with_timeout may give its scope back after the
+// thread's thread_locals are gone (a Runtime destroyed during static destruction destroys
+// its unfinished frames on that thread), or when the cache cannot be made (no memory, in
+// noexcept code): then there is none, and scopes are simply freed.
+[[gnu::tls_model("initial-exec")]] constinit thread_local ScopeCache* t_cache = nullptr;
+[[gnu::tls_model("initial-exec")]] constinit thread_local bool t_cache_gone = false;
+
+struct CacheOwner {
+    ScopeCache cache;
+    ~CacheOwner() {
+        t_cache = nullptr;
+        t_cache_gone = true;
+    }
+};
+
+ScopeCache* cache() noexcept {
+    if (t_cache != nullptr || t_cache_gone) return t_cache;
+    try {
+        thread_local CacheOwner owner;
+        t_cache = &owner.cache;
+    } catch (...) {
+        return nullptr;  // std::bad_alloc reserving: no cache on this thread for now
+    }
+    return t_cache;
 }
 
 /// Drops one reference; true when it was the last.
@@ -46,13 +67,20 @@ bool release(TimeoutScope* s) noexcept { return s->refs.fetch_sub(1, std::memory
 
 } // namespace
 
-TimeoutScope* take_timeout_scope() { return cache().take(); }
+TimeoutScope* take_timeout_scope() {
+    if (ScopeCache* c = cache()) return c->take();
+    return new TimeoutScope;
+}
 
 void give_back_timeout_scope(TimeoutScope* s) noexcept {
     if (s == nullptr || !release(s)) return;  // the reactor frees it (fire_timeout)
     s->state.reset();
     s->refs.store(1, std::memory_order_relaxed);  // ours alone again
-    cache().give(s);
+    if (ScopeCache* c = cache()) {
+        c->give(s);
+    } else {
+        delete s;
+    }
 }
 
 void retain_timeout(TimeoutScope* s) noexcept { s->refs.fetch_add(1, std::memory_order_relaxed); }

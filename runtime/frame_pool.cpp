@@ -61,6 +61,7 @@ struct Segment {
 };
 constexpr std::size_t kSegmentHeaderBytes = (sizeof(Segment) + 63) / 64 * 64;
 static_assert(kSegmentHeaderBytes < kPageBytes / 2, "page 0 must keep room for blocks");
+static_assert(kSegmentHeaderBytes <= 4096, "decommit keeps the first 4 KiB of page 0: the header must fit there");
 
 Block* const kOrphaned = reinterpret_cast<Block*>(std::uintptr_t{1});
 

@@ -257,3 +257,23 @@ TEST_CASE("registrations, resets and a stop race on several threads: each callba
         CHECK(s.stop_requested());
     }
 }
+
+TEST_CASE("once the parent has stopped, polls read true while another thread links the source") {
+    for (int round = 0; round < 2000; ++round) {
+        StopState root;
+        TaskCancellation parent(&root);
+        LinkedStopSource child(&parent);
+        root.request_stop();  // not linked yet: nothing forwarded
+        std::atomic<bool> go{false};
+        std::thread linker([&] {
+            spin_until(go);
+            (void)child.get();  // links now, forwarding the parent's stop
+        });
+        go.store(true);
+        bool always = true;
+        for (int i = 0; i < 50; ++i) always = child.stop_requested() && always;
+        linker.join();
+        CHECK(always);
+        CHECK(child.stop_requested());
+    }
+}

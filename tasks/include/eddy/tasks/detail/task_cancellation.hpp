@@ -111,9 +111,13 @@ public:
     bool request_stop() noexcept { return state_.request_stop(); }
 
     bool stop_requested() const noexcept {
-        if (state_.stop_requested()) return true;
-        // Not linked yet: the parent's stop has not been forwarded.
-        return phase_.load(std::memory_order_acquire) != kLinked && parent_ != nullptr && parent_->stop_requested();
+        // The phase first: once linked, a stop of the parent made before the link was
+        // forwarded during linking, before the release store of kLinked this acquire pairs
+        // with. Read the other way round, a poll could see the state unstopped, then the link
+        // made (by another thread, forwarding the parent's stop), and skip the parent: false
+        // after the parent's stop had finished.
+        if (phase_.load(std::memory_order_acquire) == kLinked) return state_.stop_requested();
+        return state_.stop_requested() || (parent_ != nullptr && parent_->stop_requested());
     }
 
 private:

@@ -64,12 +64,6 @@ TimeoutScope* take_timeout_scope();
 /// (made new again), else left to the reactor's.
 void give_back_timeout_scope(TimeoutScope* s) noexcept;
 
-/// Forwards a stop request of the awaiter's cancellation to the task's.
-struct ForwardStop {
-    StopState* target;
-    void operator()() const noexcept { target->request_stop(); }
-};
-
 /// steady_clock ns since its epoch.
 inline std::int64_t steady_now_ns() noexcept {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())

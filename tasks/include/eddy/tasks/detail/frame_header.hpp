@@ -119,18 +119,19 @@ inline FrameHeader* header_of(void* frame) noexcept {
 }
 
 inline void* allocate_frame(std::size_t n) {
+    const std::size_t bytes = sizeof(FrameHeader) + n;
 #if EDDY_FRAME_POOL
-    // Small frames from the calling thread's pool (frame_pool.hpp), the rest as before.
-    const std::uint8_t cls = frame_pool::class_of(sizeof(FrameHeader) + n);
-    void* raw = cls != 0 ? frame_pool::allocate(cls) : nullptr;
-    if (raw == nullptr) return ::new (::operator new(sizeof(FrameHeader) + n)) FrameHeader{} + 1;
-    FrameHeader* h = ::new (raw) FrameHeader{};
-    h->pool_class = cls;
-    return h + 1;
-#else
-    void* raw = ::operator new(sizeof(FrameHeader) + n);
-    return ::new (raw) FrameHeader{} + 1;
+    // Small frames from the calling thread's pool (frame_pool.hpp); the rest, and every frame
+    // of a thread whose pool is gone, from operator new.
+    if (const std::uint8_t cls = frame_pool::class_of(bytes); cls != 0) {
+        if (void* raw = frame_pool::allocate(cls)) {
+            FrameHeader* h = ::new (raw) FrameHeader{};
+            h->pool_class = cls;
+            return h + 1;
+        }
+    }
 #endif
+    return ::new (::operator new(bytes)) FrameHeader{} + 1;
 }
 
 /// Frees the allocation. The caller held the last reference.

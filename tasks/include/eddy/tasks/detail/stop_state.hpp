@@ -221,6 +221,13 @@ private:
     std::atomic<Bridge*> bridge_{nullptr};
 };
 
+/// A StopCallback that stops another state: how a stop is passed down a link (a combinator's
+/// state under its parent's, a with_timeout's task under its awaiter's).
+struct ForwardStop {
+    StopState* target;
+    void operator()() const noexcept { target->request_stop(); }
+};
+
 inline void StopRegistration::attach(StopState& s) noexcept {
     assert(state_ == nullptr && "StopCallback registered twice");
     if (s.add(*this)) {

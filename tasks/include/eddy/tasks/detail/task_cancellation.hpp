@@ -121,10 +121,6 @@ public:
     }
 
 private:
-    struct Forward {
-        StopState* target;
-        void operator()() const noexcept { target->request_stop(); }
-    };
     static constexpr std::uint8_t kUnlinked = 0;
     static constexpr std::uint8_t kLinking = 1;
     static constexpr std::uint8_t kLinked = 2;
@@ -134,7 +130,7 @@ private:
         // Acquire on both outcomes: see the other linker's store of kLinked below.
         if (phase_.compare_exchange_strong(expected, kLinking, std::memory_order_acquire)) {
             if (parent_ != nullptr && parent_->stop_possible()) {
-                link_.emplace(*parent_->get(), Forward{&state_});  // may forward at once
+                link_.emplace(*parent_->get(), ForwardStop{&state_});  // may forward at once
             }
             phase_.store(kLinked, std::memory_order_release);  // release: pairs with get()
             return;
@@ -146,7 +142,7 @@ private:
     const TaskCancellation* parent_;
     TaskCancellation scope_;
     StopState state_;
-    StopCallback<Forward> link_;
+    StopCallback<ForwardStop> link_;
     std::atomic<std::uint8_t> phase_{kUnlinked};
 };
 

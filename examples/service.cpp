@@ -13,7 +13,9 @@
 //     PING  -> PONG
 //     STATS -> one line of the runtime's metrics
 //     other -> the line upper-cased
-// Signals: SIGUSR1 prints rt.metrics().to_string() on stdout and the service goes on; SIGINT or
+// Signals: SIGUSR1 prints rt.metrics().to_string() on stdout and the service goes on; SIGUSR2
+// prints the live task tree (Runtime::dump(), README "Task dumps") between a header line and
+// "service: end of task dump", and the service goes on; SIGINT or
 // SIGTERM cancel the TaskGroup that holds the accept loop and every connection, so each
 // connection closes, and the service prints one line and the final metrics, and exits 0.
 // Output (stdout, each block flushed):
@@ -83,6 +85,7 @@ struct Service {
     eddy::Runtime& rt;
     std::chrono::milliseconds idle_timeout;
     std::atomic<int> signal{0};               // the signal that stopped us
+    std::uint64_t accepted = 0;               // connections so far (the accept loop's only)
     std::atomic<std::size_t> open{0};         // connections open now
     std::atomic<std::size_t> closed{0};       // connections the shutdown closed
 };
@@ -157,7 +160,7 @@ eddy::Task<void> accept_loop(eddy::net::TcpListener& listener, eddy::TaskGroup& 
     while (!group.cancelled()) {
         bool failed = false;
         try {
-            group.spawn(serve(co_await listener.accept(), service));
+            group.spawn(serve(co_await listener.accept(), service), "conn " + std::to_string(++service.accepted));
         } catch (const eddy::OperationCancelled&) {
             co_return;  // shutdown
         } catch (const std::system_error& e) {
@@ -187,6 +190,13 @@ eddy::Task<void> handle_signals(eddy::io::SignalSet& signals, eddy::TaskGroup& g
             print_metrics(service, "SIGUSR1, metrics");
             continue;
         }
+        if (sig == SIGUSR2) {
+            // From this task: it stays suspended in the dump, which shows it there.
+            const eddy::TaskDump dump = co_await eddy::dump_tasks();
+            std::printf("service: SIGUSR2, task dump:\n%sservice: end of task dump\n", dump.to_text().c_str());
+            std::fflush(stdout);
+            continue;
+        }
         service.signal.store(sig, std::memory_order_relaxed);
         group.cancel();
         co_return;
@@ -197,7 +207,7 @@ eddy::Task<void> run(eddy::net::TcpListener listener, eddy::io::SignalSet& signa
     // Supervising (a child error handler): a failed connection does not cancel the others.
     co_await eddy::task_group(
         [&](eddy::TaskGroup& group) -> eddy::Task<void> {
-            group.spawn(handle_signals(signals, group, service));
+            group.spawn(handle_signals(signals, group, service), "signals");
             co_await accept_loop(listener, group, service);
         },
         [](std::exception_ptr e) { examples::report_connection_error("service", e); });
@@ -228,7 +238,7 @@ int main() {
     try {
         // Before the Runtime: its threads inherit the blocked mask, so these signals reach
         // the signalfd instead of ending the process.
-        eddy::io::SignalSet signals{SIGINT, SIGTERM, SIGUSR1};
+        eddy::io::SignalSet signals{SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
         std::optional<eddy::Runtime> rt;
         try {
             rt.emplace(std::move(config));

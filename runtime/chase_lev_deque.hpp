@@ -96,6 +96,16 @@ public:
         return true;
     }
 
+    /// Calls f(item) for every queued item, oldest first, while neither the owner nor any
+    /// thief runs (a task dump pauses them all: runtime/worker_pause.hpp). Acquire loads: the
+    /// pause's handshake already orders the last writes; these only keep the reads atomic.
+    template <class F>
+    void for_each_quiescent(F& f) const {
+        const std::int64_t t = top_.load(std::memory_order_acquire);
+        const std::int64_t b = bottom_.load(std::memory_order_acquire);
+        for (std::int64_t i = t; i < b; ++i) f(slots_[static_cast<std::size_t>(i) & mask_].load(std::memory_order_relaxed));
+    }
+
     /// Owner or thief: takes the oldest item (the top), like a single steal. The owner uses
     /// it for fairness: now and then the oldest local task runs instead of the newest.
     bool pop_top(T& out) noexcept {

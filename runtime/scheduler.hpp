@@ -27,6 +27,7 @@
 #include "runtime/idle.hpp"
 #include "runtime/inject_queue.hpp"
 #include "runtime/task_registry.hpp"
+#include "runtime/worker_pause.hpp"
 #include "runtime/watchdog.hpp"
 #include "runtime/worker.hpp"
 
@@ -118,6 +119,8 @@ public:
     Watchdog& watchdog() noexcept { return *watchdog_; }
     /// The threads of eddy::spawn_blocking (blocking_pool.hpp).
     BlockingPool& blocking() noexcept { return blocking_; }
+    /// Task dumps stop the workers through it (worker_pause.hpp).
+    WorkerPause& pause() noexcept { return pause_; }
 
 private:
     static constexpr std::uint64_t kClosed = std::uint64_t{1} << 63;
@@ -138,6 +141,7 @@ private:
     // Stop flag for the run loops. Relaxed is enough: it only asks a worker to leave; the
     // join in shutdown() is what orders everything after.
     std::atomic<bool> stopping_{false};
+    WorkerPause pause_;
     // Written by the driver's thread when it sleeps and wakes; read by workers when they fill
     // an empty LIFO slot (rarely written: it stays in their caches).
     alignas(64) std::atomic<bool> unwatched_{false};

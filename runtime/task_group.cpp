@@ -1,5 +1,6 @@
 // runtime/task_group.cpp: see eddy/runtime/task_group.hpp.
 #include <eddy/runtime/task_group.hpp>
+#include <eddy/runtime/detail/task_name.hpp>
 
 #include <eddy/runtime/detail/children.hpp>
 
@@ -37,6 +38,27 @@ void TaskGroup::spawn(Task<void> child) {
     auto h = detail::TaskAccess::get(child);
     adopt(child);
     detail::schedule_on(&sched, h);
+}
+
+void TaskGroup::dump_members(detail::DumpWait& d) const {
+    std::lock_guard lock(members_lock_);
+    std::size_t n = 0;
+    for (const detail::FrameHeader* h = members_; h != nullptr; h = h->next) ++n;
+    d.text("task_group, ");
+    d.number(static_cast<std::int64_t>(n));
+    d.text(n == 1 ? " member" : " members");
+    if (cancelled()) d.text(", cancelling");
+    // Oldest first: members_ is newest first.
+    std::vector<detail::FrameHeader*> members;
+    for (detail::FrameHeader* h = members_; h != nullptr; h = h->next) members.push_back(h);
+    for (auto it = members.rbegin(); it != members.rend(); ++it) d.member((*it)->handle());
+}
+
+void TaskGroup::spawn(Task<void> child, std::string_view name) {
+    if (!child) throw BrokenTask("eddy::TaskGroup::spawn: the task is empty (moved-from or already awaited)");
+    detail::require_worker("eddy::TaskGroup::spawn");
+    detail::name_task(detail::TaskAccess::get(child), name);  // on failure `child` still owns its frame
+    spawn(std::move(child));
 }
 
 void TaskGroup::adopt(Task<void>& member) {

@@ -1,6 +1,7 @@
 // runtime/task_registry.cpp: see task_registry.hpp.
 #include "runtime/task_registry.hpp"
 
+#include <algorithm>
 #include <mutex>
 
 namespace eddy::detail {
@@ -42,6 +43,17 @@ std::vector<FrameHeader*> TaskRegistry::take_all() {
         }
         s.head = nullptr;
         s.count.store(0, std::memory_order_relaxed);
+    }
+    return all;
+}
+
+std::vector<FrameHeader*> TaskRegistry::snapshot() const {
+    std::vector<FrameHeader*> all;
+    for (const Shard& s : shards_) {
+        std::lock_guard lock(s.lock);
+        const std::size_t first = all.size();
+        for (FrameHeader* h = s.head; h != nullptr; h = h->next) all.push_back(h);
+        std::reverse(all.begin() + static_cast<std::ptrdiff_t>(first), all.end());  // oldest first
     }
     return all;
 }

@@ -30,6 +30,8 @@ public:
     void remove(FrameHeader* h) noexcept;
     /// Unlinks and returns every registered task. Called at shutdown, with no worker running.
     std::vector<FrameHeader*> take_all();
+    /// Every registered task, shard by shard (a task dump, with the workers paused).
+    std::vector<FrameHeader*> snapshot() const;
     /// Tasks linked right now (an estimate while workers run).
     std::size_t size() const noexcept;
 
@@ -37,7 +39,7 @@ private:
     // 16 shards: a guess sized for "a few workers"; each is one cache line.
     static constexpr std::size_t kShards = 16;
     struct alignas(64) Shard {
-        SpinLock lock;
+        mutable SpinLock lock;
         FrameHeader* head = nullptr;  // guarded by lock
         std::atomic<std::size_t> count{0};  // written under lock, read anywhere (metrics)
     };

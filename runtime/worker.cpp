@@ -5,9 +5,11 @@
 
 #include <eddy/runtime/detail/coop_budget.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>
+#include <eddy/tasks/detail/await_trace.hpp>
 #include <eddy/tasks/detail/frame_pool.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 namespace eddy::detail {
@@ -51,6 +53,7 @@ void Worker::run() {
             continue;
         }
         if (searching_) leave_searching();
+        sched_.pause().point();  // a task dump (worker_pause.hpp)
         stats_.polled.add();
         t_coop_budget = kCoopBudget;  // every poll starts with a full budget
         const std::uint64_t seq = poll_seq_.load(std::memory_order_relaxed);
@@ -213,6 +216,8 @@ void Worker::park() {
     frame_pool::trim();
     while (!sched_.stopping()) {
         parker_.park();
+        sched_.pause().point();  // a task dump wakes every worker (worker_pause.hpp)
+        refresh_coarse_clock(std::chrono::steady_clock::now());  // what waits from now on is timed from here
         if (idle.transition_from_parked(index_)) {
             stats_.unparks.add();
             // The long-poll detector watches every poll, not only those with a task in the

@@ -154,6 +154,15 @@ public:
     void* steal_slot() noexcept;
     void wake_watchdog() noexcept;
 
+    /// A task dump, while this worker is paused (or is the dumping one): every queued item.
+    template <class F>
+    void for_each_queued(F&& f) const {
+        // Acquire: pairs with the release half of the exchanges that filled the slot.
+        if (void* t = lifo_slot_.load(std::memory_order_acquire)) f(t);
+        deque_.for_each_quiescent(f);
+        for (void* t : deferred_) f(t);
+    }
+
     Scheduler& scheduler() const noexcept { return sched_; }
     std::size_t index() const noexcept { return index_; }
     ChaseLevDeque<void*>& deque() noexcept { return deque_; }  // any thread: steal, empty

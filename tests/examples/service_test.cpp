@@ -111,6 +111,32 @@ TEST_CASE("SIGUSR1 prints a metrics block and the service keeps serving") {
     CHECK(service.running());
 }
 
+TEST_CASE("SIGUSR2 prints the task tree: the group, the named connections in their reads under the idle timeout") {
+    Service service({"EDDY_WORKERS=2"});
+    const std::uint16_t port = service.port();
+    Client a(port);
+    Client b(port);
+    CHECK(a.request("PING\n", 1) == "PONG\n");
+    CHECK(b.request("PING\n", 1) == "PONG\n");
+    service.signal(SIGUSR2);
+    const std::optional<std::string> dump = service.read_through_line("service: end of task dump");
+    REQUIRE(dump.has_value());
+    INFO("dump:\n" << *dump);
+    CHECK(dump->find("service: SIGUSR2, task dump:\neddy task dump: 2 workers, ") != std::string::npos);
+    CHECK(dump->find("[block_on] suspended") != std::string::npos);  // run(), under block_on
+    CHECK(dump->find("task_group, 4 members") != std::string::npos);  // accept loop's body, signals, 2 connections
+    CHECK(dump->find("\"signals\" suspended") != std::string::npos);
+    CHECK(dump->find("dumping tasks") != std::string::npos);
+    CHECK(dump->find("\"conn 1\" suspended") != std::string::npos);
+    CHECK(dump->find("\"conn 2\" suspended") != std::string::npos);
+    CHECK(dump->find("with_timeout, ") != std::string::npos);
+    CHECK(dump->find("eddy::net::TcpListener::accept fd ") != std::string::npos);
+    CHECK(dump->find("eddy::net::TcpStream::read fd ") != std::string::npos);
+    CHECK(dump->find("service.cpp:") != std::string::npos);
+    CHECK(a.request("still here\n", 1) == "STILL HERE\n");
+    CHECK(service.running());
+}
+
 namespace {
 
 /// Opens `open` connections (each served once), then sends `sig`: every client sees end of

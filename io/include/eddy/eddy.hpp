@@ -53,6 +53,7 @@
 #include <eddy/runtime/semaphore.hpp>
 #include <eddy/runtime/spawn.hpp>
 #include <eddy/runtime/spawn_blocking.hpp>
+#include <eddy/runtime/task_dump.hpp>
 #include <eddy/runtime/task_group.hpp>
 #include <eddy/runtime/this_worker.hpp>
 #include <eddy/runtime/unbounded_channel.hpp>

@@ -67,6 +67,12 @@ public:
         if (entry_.state == TimerEntry::State::kQueued) disarm_timer(entry_);
     }
 
+    /// Task dumps: "eddy::sleep, 118 ms left".
+    void dump_wait(detail::DumpWait& d) const {
+        d.text(what_);
+        d.deadline(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(entry_.deadline_ns)));
+    }
+
     /// Ready (no suspension) when the call's token is stopped already (then ECANCELED).
     bool await_ready() noexcept {
         if (token_.stop_requested()) {

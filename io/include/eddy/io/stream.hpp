@@ -28,15 +28,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace eddy::detail {
-template <class A>
-decltype(auto) awaiter_of(A&& a) {
-    if constexpr (requires { std::forward<A>(a).operator co_await(); })
-        return std::forward<A>(a).operator co_await();
-    else
-        return std::forward<A>(a);
-}
-} // namespace eddy::detail
+#include <eddy/tasks/detail/await_trace.hpp>  // detail::awaiter_of
 
 namespace eddy::io {
 

@@ -110,6 +110,13 @@ public:
 
     bool await_ready() const noexcept { return false; }
 
+    /// Task dumps: "with_timeout, 80 ms left", the task under it.
+    void dump_wait(detail::DumpWait& d) const {
+        d.text(expired_ ? "with_timeout, expired" : "with_timeout");
+        if (!expired_) d.deadline(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(entry_.deadline_ns)));
+        d.child(detail::TaskAccess::get(task_));
+    }
+
     template <class P>
     std::coroutine_handle<> await_suspend(std::coroutine_handle<P> parent) {
         auto child = detail::TaskAccess::get(task_);

@@ -39,7 +39,7 @@ namespace detail {
 
 /// An abortable task's cancellation, shared (reference-counted) by its frame header, its
 /// JoinHandle's abort_handle()s and JoinSet entries.
-class AbortState final : public AbortLink {
+class AbortState final : public FrameExtra {
 public:
     static AbortState* make() { return new AbortState(); }
 
@@ -66,8 +66,11 @@ private:
     static constexpr std::uint8_t kFinished = 1;
     static constexpr std::uint8_t kAborted = 2;
 
-    AbortState() noexcept : scope_(&stop_) { destroy = &free; }
-    static void free(AbortLink* self) noexcept { delete static_cast<AbortState*>(self); }
+    AbortState() noexcept : scope_(&stop_) {
+        destroy = &free;
+        abortable = true;
+    }
+    static void free(FrameExtra* self) noexcept { delete static_cast<AbortState*>(self); }
 
     StopState stop_;
     TaskCancellation scope_;
@@ -84,12 +87,14 @@ inline void make_abortable(PromiseBase& p, std::coroutine_handle<> frame) {
         frame.destroy();
         throw;
     }
-    header_of(frame.address())->abort = a;  // published with the frame by the spawn
+    header_of(frame.address())->extra = a;  // published with the frame by the spawn
     p.set_cancellation(a->scope());
 }
 
 /// The abort state of the task behind `h`, or nullptr (not abortable).
-inline AbortState* abort_state_of(FrameHeader* h) noexcept { return static_cast<AbortState*>(h->abort); }
+inline AbortState* abort_state_of(FrameHeader* h) noexcept {
+    return h->extra != nullptr && h->extra->abortable ? static_cast<AbortState*>(h->extra) : nullptr;
+}
 
 } // namespace detail
 

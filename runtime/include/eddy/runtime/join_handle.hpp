@@ -25,6 +25,7 @@
 
 #include <coroutine>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <eddy/runtime/abort_handle.hpp>
@@ -63,7 +64,7 @@ public:
     }
 
     /// True when the task was spawned abortable.
-    bool abortable() const noexcept { return header_ != nullptr && header_->abort != nullptr; }
+    bool abortable() const noexcept { return header_ != nullptr && detail::abort_state_of(header_) != nullptr; }
 
     /// Aborts the task (eddy/runtime/abort_handle.hpp): a no-op once it has finished.
     /// Throws eddy::NotAbortable unless it was spawned abortable, BrokenTask on an empty handle.
@@ -94,6 +95,7 @@ public:
             return detail::join_suspend(handle_.header_, awaiter) || detail::coop_yield(awaiter);
         }
         T await_resume() { return handle_.take(); }
+        void dump_wait(detail::DumpWait& d) const { d.join(handle_.header_); }
 
     private:
         JoinHandle& handle_;
@@ -105,6 +107,8 @@ private:
     friend class Runtime;
     template <class U>
     friend JoinHandle<U> spawn(Task<U> task);
+    template <class U>
+    friend JoinHandle<U> spawn(Task<U> task, std::string_view name);
     template <class U>
     friend JoinHandle<U> spawn_abortable(Task<U> task);
     using Promise = detail::Promise<T>;

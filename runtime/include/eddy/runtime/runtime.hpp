@@ -19,11 +19,14 @@
 
 #include <cstddef>
 #include <memory>
+#include <string_view>
 
 #include <eddy/runtime/config.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>
+#include <eddy/runtime/detail/task_name.hpp>
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/spawn_blocking.hpp>
+#include <eddy/runtime/task_dump.hpp>
 #include <eddy/runtime/metrics.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
@@ -71,6 +74,16 @@ public:
         return spawn(std::move(a).into_task());
     }
 
+    /// spawn(), with a name that dump() shows for the task (copied; one allocation).
+    template <class T>
+    JoinHandle<T> spawn(Task<T> task, std::string_view name) {
+        if (!task) throw BrokenTask("eddy::Runtime::spawn: the task is empty (moved-from or already awaited)");
+        detail::name_task(detail::TaskAccess::get(task), name);
+        auto h = detail::TaskAccess::release(task);
+        detail::spawn_root(scheduler_.get(), h.promise(), h);
+        return JoinHandle<T>(detail::header_of(h.address()));
+    }
+
     /// spawn() for a task that can be aborted (eddy::spawn_abortable), from any thread.
     template <class T>
     JoinHandle<T> spawn_abortable(Task<T> task) {
@@ -89,6 +102,11 @@ public:
     }
     /// Stops the runtime (see above). Idempotent.
     void shutdown();
+
+    /// The live tree of this runtime's tasks (eddy/runtime/task_dump.hpp). Any thread but a
+    /// worker's (WrongThread: a task uses `co_await eddy::dump_tasks()`); RuntimeStopped once
+    /// the runtime is shutting down.
+    TaskDump dump() const;
 
     /// The number of worker threads.
     std::size_t workers() const noexcept;

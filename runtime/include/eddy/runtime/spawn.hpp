@@ -1,7 +1,10 @@
 // eddy/runtime/spawn.hpp: eddy::spawn, starting a task on the caller's runtime.
 #pragma once
 
+#include <string_view>
+
 #include <eddy/runtime/detail/scheduler_api.hpp>
+#include <eddy/runtime/detail/task_name.hpp>
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/tasks/task.hpp>
 
@@ -24,6 +27,16 @@ template <class T>
 JoinHandle<T> spawn(Task<T> task) {
     auto h = detail::TaskAccess::release(task);
     if (!h) throw BrokenTask("eddy::spawn: the task is empty (moved-from or already awaited)");
+    detail::spawn_root(detail::current_scheduler(), h.promise(), h);
+    return JoinHandle<T>(detail::header_of(h.address()));
+}
+
+/// spawn(), with a name that Runtime::dump() shows for the task (copied; one allocation).
+template <class T>
+JoinHandle<T> spawn(Task<T> task, std::string_view name) {
+    if (!task) throw BrokenTask("eddy::spawn: the task is empty (moved-from or already awaited)");
+    detail::name_task(detail::TaskAccess::get(task), name);
+    auto h = detail::TaskAccess::release(task);
     detail::spawn_root(detail::current_scheduler(), h.promise(), h);
     return JoinHandle<T>(detail::header_of(h.address()));
 }

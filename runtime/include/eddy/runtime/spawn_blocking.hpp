@@ -62,6 +62,7 @@ public:
         return job_->wait(h, &require_worker("co_await on eddy::spawn_blocking"));
     }
     R await_resume() { return job_->take(); }
+    void dump_wait(DumpWait& d) const { d.text("spawn_blocking call"); }
 
 private:
     BlockingCallJob<R, F>* job_;

@@ -44,6 +44,7 @@
 #include <exception>
 #include <functional>
 #include <optional>
+#include <string_view>
 #include <stdexcept>
 #include <stop_token>
 #include <type_traits>
@@ -68,6 +69,8 @@ public:
 
     /// Starts `child` as a member of the group, on the calling worker.
     void spawn(Task<void> child);
+    /// spawn(), with a name that Runtime::dump() shows for the member (copied).
+    void spawn(Task<void> child, std::string_view name);
     /// Cancels every member; the group then completes normally (unless a member failed with
     /// another exception). Idempotent. Like spawn(), for members (and for code that knows
     /// the group is still running): the group is gone once it completes. To cancel a group
@@ -91,6 +94,8 @@ public:
             return group_.start(parent, detail::cancellation_scope_of(parent), body_);
         }
         void await_resume() const { group_.finish(); }
+        /// Task dumps: the group's live members under it.
+        void dump_wait(detail::DumpWait& d) const { group_.dump_members(d); }
 
     private:
         TaskGroup& group_;
@@ -109,6 +114,7 @@ private:
                                   Task<void>& body);
     void adopt(Task<void>& member);
     void finish() const;
+    void dump_members(detail::DumpWait& d) const;
     void record_failure(const std::exception_ptr& e, bool from_body) noexcept;
     static std::coroutine_handle<> on_member_done(void* ctx, detail::PromiseBase& p,
                                                   std::coroutine_handle<> self) noexcept;
@@ -130,7 +136,7 @@ private:
     // root tasks use otherwise): destroyed by ~TaskGroup if the runtime shuts down first.
     // A spin lock, not std::mutex: it is taken in the members' completion hook, which is
     // noexcept, and held for four pointer writes.
-    detail::SpinLock members_lock_;
+    mutable detail::SpinLock members_lock_;
     detail::FrameHeader* members_ = nullptr;  // guarded by members_lock_
     // Supervision (empty: a child's exception fails the group). body_ tells the body from
     // the children; both written in start(), before any member runs.

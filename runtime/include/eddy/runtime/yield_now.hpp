@@ -15,6 +15,7 @@ public:
     bool await_ready() const noexcept { return false; }
     void await_suspend(std::coroutine_handle<> self) const { detail::defer_current(self); }
     void await_resume() const noexcept {}
+    void dump_wait(detail::DumpWait& d) const { d.text("yield_now"); }
 };
 
 [[nodiscard]] inline YieldNow yield_now() noexcept { return {}; }

@@ -80,6 +80,11 @@ public:
             p.set_cancellation(inherit_ ? detail::cancellation_scope_of(awaiter) : fixed_);
             return task_.handle_;  // symmetric transfer: start the task
         }
+        /// Task dumps (eddy/tasks/detail/await_trace.hpp): the awaited task is a child.
+        void dump_wait(detail::DumpWait& d) const {
+            d.text("await");
+            d.child(task_.handle_);
+        }
         T await_resume() {
             // The frame is destroyed after the result is moved out (or the exception rethrown).
             struct Consume {

@@ -62,6 +62,14 @@ public:
     }
 
     IoOperation& op() noexcept { return op_; }
+    /// Task dumps: "eddy::File::read fd 7".
+    void dump_wait(DumpWait& d) const {
+        d.text(what_);
+        if (op_.fd >= 0) {
+            d.text(" fd ");
+            d.number(op_.fd);
+        }
+    }
 
     bool await_ready() const noexcept { return false; }
 

@@ -116,6 +116,12 @@ public:
     }
 
     bool await_ready() const noexcept { return false; }
+    /// Task dumps: "eddy::TcpStream::read fd 9".
+    void dump_wait(DumpWait& d) const {
+        d.text(what_);
+        d.text(" fd ");
+        d.number(io_->fd());
+    }
     /// Does not suspend when the operation settles at once (or the call's token or the
     /// task's cancellation is stopped already: ECANCELED).
     template <class P>

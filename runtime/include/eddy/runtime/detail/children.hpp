@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <exception>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -126,6 +127,15 @@ public:
         return first;
     }
     State& await_resume() noexcept { return state_; }
+    /// Task dumps: "when_all of 3", the children under it.
+    void dump_wait(DumpWait& d) const {
+        std::string_view what(what_);
+        if (what.starts_with("eddy::")) what.remove_prefix(6);
+        d.text(what);
+        d.text(" of ");
+        d.number(static_cast<std::int64_t>(n_));
+        for (std::size_t i = 0; i < n_; ++i) d.child(get_(i).second);
+    }
 
 private:
     const char* what_;

@@ -42,6 +42,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <string_view>
 
 #include <eddy/runtime/detail/coop_budget.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>
@@ -282,6 +283,15 @@ template <class Derived>
 class WaitAwaiter : public WaitNode, private StopRegistration {
 public:
     bool await_ready() const noexcept { return false; }
+
+    /// Task dumps: "eddy::Mutex::lock 0x55d0c2a4e2a0" (the primitive's address).
+    void dump_wait(DumpWait& d) const {
+        std::string_view what(Derived::kWhat);
+        if (what.starts_with("co_await on ")) what.remove_prefix(12);
+        d.text(what);
+        d.text(" ");
+        d.address(queue().owner() != nullptr ? queue().owner() : static_cast<const void*>(&queue()));
+    }
 
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {

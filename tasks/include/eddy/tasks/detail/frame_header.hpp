@@ -39,10 +39,11 @@
 //   prev, next, shard: the runtime's task registry, under that registry shard's lock (root
 //     tasks); prev, next: a TaskGroup's list of unfinished members, under the group's lock
 //     (group members, which are never root tasks).
-//   abort: an abortable root task's abort state (eddy::spawn_abortable, JoinSet), written at
-//     spawn before the frame is published and never again; the header owns one reference to
-//     it, dropped when the header is freed (so it outlives the frame, whose cancellation
-//     scope lives in it). Null for every other frame.
+//   extra: what a spawned task or group member carries only when asked (FrameExtra): an
+//     abortable task's abort state (eddy::spawn_abortable, JoinSet), a name (spawn(task,
+//     name)), or both. Written at spawn before the frame is published and never again; the
+//     header owns one reference to it, dropped when the header is freed (so it outlives the
+//     frame, whose cancellation scope may live in it). Null for every other frame.
 #pragma once
 
 #include <atomic>
@@ -51,6 +52,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <string>
 
 #include <eddy/tasks/detail/frame_pool.hpp>
 #include <eddy/tasks/pool_config.hpp>
@@ -60,17 +62,23 @@ namespace eddy::detail {
 class Scheduler;  // runtime/: opaque here
 class ThreadWaiter;
 
-/// The part of an abortable task's abort state that the header needs: a reference count and
-/// how to free it (eddy/runtime/abort_handle.hpp defines the rest).
-struct AbortLink {
+/// A frame's optional extra state (see `extra` above): a reference count, how to free it, a
+/// name for Runtime::dump(), and whether it is an abortable task's AbortState
+/// (eddy/runtime/abort_handle.hpp, which derives from it).
+struct FrameExtra {
     // Acq_rel decrements: the last owner sees every other owner's writes before freeing.
     std::atomic<std::uint32_t> refs{1};
-    void (*destroy)(AbortLink* self) noexcept = nullptr;
+    void (*destroy)(FrameExtra* self) noexcept = &free_plain;
+    bool abortable = false;
+    std::string name;  // empty: unnamed
 
     void retain() noexcept { refs.fetch_add(1, std::memory_order_relaxed); }  // a holder copies
     void release() noexcept {
         if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy(this);
     }
+
+private:
+    static void free_plain(FrameExtra* self) noexcept { delete self; }
 };
 
 struct alignas(16) FrameHeader {
@@ -90,7 +98,7 @@ struct alignas(16) FrameHeader {
     std::uint8_t pool_class = 0;  // allocate_frame: the frame pool's class, 0 for operator new
 
     std::atomic<std::uint32_t> state{kRefOne};
-    AbortLink* abort = nullptr;
+    FrameExtra* extra = nullptr;
     std::coroutine_handle<> joiner{};
     union {
         std::uint64_t home_id = 0;
@@ -136,7 +144,7 @@ inline void* allocate_frame(std::size_t n) {
 
 /// Frees the allocation. The caller held the last reference.
 inline void free_header(FrameHeader* h) noexcept {
-    if (h->abort != nullptr) h->abort->release();
+    if (h->extra != nullptr) h->extra->release();
     const bool pooled = h->pool_class != 0;
     h->~FrameHeader();
     if (pooled) {

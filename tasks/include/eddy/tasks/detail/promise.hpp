@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <utility>
 
+#include <eddy/tasks/detail/await_trace.hpp>
 #include <eddy/tasks/detail/frame_header.hpp>
 #include <eddy/tasks/detail/task_cancellation.hpp>
 
@@ -53,6 +54,9 @@ public:
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> self) const noexcept {
             PromiseBase& p = self.promise();
+#if EDDY_TASK_DUMP
+            p.trace_.vt = &kFinished;  // a combinator's finished child stays until its parent takes it
+#endif
             const std::uintptr_t link = p.link_;
             if ((link & kHookBit) != 0) {
                 const auto* hook = reinterpret_cast<const FinishHook*>(link & ~kHookBit);
@@ -66,6 +70,20 @@ public:
     FinalAwaiter final_suspend() const noexcept { return {}; }
 
     void unhandled_exception() noexcept { exception_ = std::current_exception(); }
+
+#if EDDY_TASK_DUMP
+    /// Every co_await: records its site, and wraps the awaiter so that a suspension records
+    /// what it waits on (await_trace.hpp). The builtins in the default arguments name the
+    /// co_await expression (GCC and Clang evaluate them at the implicit call).
+    template <class A>
+    auto await_transform(A&& a, const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
+        trace_.file = file;
+        trace_.line = line;
+        return TracedAwaiter(std::forward<A>(a));
+    }
+    /// The wrapper's and Runtime::dump()'s (while the task's worker is paused) access.
+    AwaitTrace& trace_record() noexcept { return trace_; }
+#endif
 
     void set_continuation(std::coroutine_handle<> c) noexcept {
         link_ = reinterpret_cast<std::uintptr_t>(c.address());
@@ -100,10 +118,14 @@ private:
     std::uintptr_t link_ = 0;
     std::exception_ptr exception_;
     const TaskCancellation* stop_ = nullptr;
+#if EDDY_TASK_DUMP
+    AwaitTrace trace_;  // four words, measured: README "Task dumps"
+#endif
 };
 // Every frame pays for these bytes (and the header's): see the comment on link_ above.
 // Measure spawn_many with 2 workers before letting this grow.
-static_assert(sizeof(PromiseBase) <= 3 * sizeof(void*), "PromiseBase grew: every Task frame pays for it");
+static_assert(sizeof(PromiseBase) <= 3 * sizeof(void*) + (EDDY_TASK_DUMP ? sizeof(AwaitTrace) : 0),
+              "PromiseBase grew: every Task frame pays for it");
 
 /// The stop state of the coroutine behind `h` if it is a cancellable eddy Task, else nullptr.
 /// Awaiters use it from a templated await_suspend to learn whom they suspend.

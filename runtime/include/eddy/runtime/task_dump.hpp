@@ -1,0 +1,95 @@
+// eddy/runtime/task_dump.hpp: the live tree of a runtime's tasks, for people and tools.
+//
+//     std::cout << rt.dump().to_text();                         // any thread but a worker
+//     std::cout << (co_await eddy::dump_tasks()).to_json();     // from a task
+//
+// Roots are the spawned tasks (and block_on's); under each, the tasks it runs and waits for:
+// an awaited Task, the children of when_all / when_any / when_any_all_results, a TaskGroup's
+// members, with_timeout's task. Each task shows its name (spawn(task, "name"),
+// group.spawn(task, "name")), its state, the co_await it is suspended at (file:line), what it
+// waits on ("read fd 7", "sleep, 118 ms left", "Mutex 0x...", "join task #4"), how long it
+// has waited (milliseconds, from a coarse clock), and whether it is cancelled.
+//
+// How: the dump pauses every worker between two polls (each acknowledges and waits; parked
+// workers are woken to do so), walks the registry of spawned tasks and the records every
+// co_await keeps in its frame (eddy/tasks/detail/await_trace.hpp), then lets the workers go.
+// The I/O reactor and the blocking threads keep running: the dump reads only what a waiting
+// task's awaiter set before it suspended. A task that runs long without suspending delays
+// the dump until it does (as it delays every task queued behind it).
+// "runnable": the task is queued on a worker (a spawn not yet run, a woken task); a task
+// woken through the global queue shows the wait it was woken from until it runs.
+//
+// Built with -Dtask_dump=false, frames keep no record: tasks show their state and names
+// but not their wait or site.
+//
+// Errors: Runtime::dump() throws eddy::WrongThread on a worker thread (a running task's own
+// record is stale: use `co_await eddy::dump_tasks()`, which keeps the calling task suspended
+// while it dumps) and eddy::RuntimeStopped once the runtime is shutting down.
+#pragma once
+
+#include <chrono>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <eddy/runtime/detail/scheduler_api.hpp>
+#include <eddy/tasks/detail/await_trace.hpp>
+
+namespace eddy {
+
+struct TaskDump {
+    struct Task {
+        std::uint64_t id = 0;  // this dump's numbering (walk order), for "join task #id"
+        std::string name;      // empty: unnamed
+        /// "spawned", "block_on" (roots), "child" (everything under a root).
+        std::string kind;
+        /// "suspended", "runnable", "running" (the dumping task), "not started", "finished".
+        std::string state;
+        std::string waits_on;  // what a suspended task waits on
+        std::string site;      // "file:line" of the co_await it is suspended at
+        std::optional<std::chrono::milliseconds> waited;  // since it suspended
+        std::optional<std::size_t> worker;                // runnable: whose queue holds it
+        bool cancelled = false;
+        std::vector<Task> children;
+    };
+
+    std::size_t workers = 0;
+    std::size_t tasks = 0;  // every node of the tree
+    std::vector<Task> roots;
+
+    /// An indented tree, one task per line.
+    std::string to_text() const;
+    /// {"workers":N,"tasks":N,"roots":[{"id":..,"name":..,...,"children":[...]}]}
+    std::string to_json() const;
+};
+
+namespace detail {
+/// Pauses `sched`'s workers (all but the calling one when `from_worker`) and walks its tasks.
+TaskDump dump_scheduler(Scheduler& sched, bool from_worker);
+} // namespace detail
+
+/// `co_await eddy::dump_tasks()`: the dump of the runtime whose worker runs the calling task
+/// (which appears in it as "dumping tasks"). WrongThread off a worker.
+class [[nodiscard]] DumpTasks {
+public:
+    bool await_ready() const noexcept { return false; }
+    bool await_suspend(std::coroutine_handle<>) {
+        detail::Scheduler& sched = detail::require_worker("eddy::dump_tasks");
+        // The calling task stays suspended (its record names this awaiter) while the dump
+        // walks it; it resumes at once after.
+        dump_ = detail::dump_scheduler(sched, true);
+        return false;
+    }
+    TaskDump await_resume() { return std::move(dump_); }
+    void dump_wait(detail::DumpWait& d) const { d.text("dumping tasks"); }
+
+private:
+    TaskDump dump_;
+};
+
+inline DumpTasks dump_tasks() noexcept { return {}; }
+
+} // namespace eddy

@@ -1,0 +1,204 @@
+// runtime/task_dump.cpp: walking a paused runtime's tasks into a TaskDump
+// (eddy/runtime/task_dump.hpp; the text and JSON forms are in task_dump_format.cpp).
+//
+// With every worker paused (worker_pause.hpp), each frame is suspended in the awaiter its
+// record names, not started, or finished (await_trace.hpp), and nothing but the reactor and
+// the blocking threads runs: they may wake a task (queue it) but never resume or destroy one.
+// The walk:
+//   1. collects what the workers' queues hold (LIFO slots, deques, yielded tasks) and the
+//      global queue's items (taken out and pushed back), to tell runnable tasks;
+//   2. numbers the registry's root tasks first, so that "join task #n" can name any of them;
+//   3. visits each root depth first: its record, its awaiter's description (dump_wait), and
+//      the children that description lists.
+// Only roots and group members are read through their FrameHeader (their name): a nested
+// frame may have been allocated inside its parent (HALO) and have none.
+#include "runtime/scheduler.hpp"
+#include "runtime/worker.hpp"
+
+#include <cxxabi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <eddy/runtime/runtime.hpp>
+#include <eddy/runtime/task_dump.hpp>
+#include <eddy/tasks/errors.hpp>
+
+namespace eddy::detail {
+namespace {
+
+/// A readable type name for an awaiter without dump_wait.
+std::string type_name([[maybe_unused]] const AwaitVT& vt) {
+#if defined(__cpp_rtti) || defined(__GXX_RTTI)
+    if (vt.type != nullptr) {
+        int status = 0;
+        std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(vt.type->name(), nullptr, nullptr, &status),
+                                                 &std::free);
+        return "awaiting " + std::string(status == 0 && d ? d.get() : vt.type->name());
+    }
+#endif
+    return "awaiting an awaitable";
+}
+
+/// "examples/service/main.cpp" out of "../examples/service/main.cpp".
+std::string_view trim_path(std::string_view f) {
+    while (f.starts_with("../") || f.starts_with("./")) f.remove_prefix(f.starts_with("./") ? 2 : 3);
+    return f;
+}
+
+PromiseBase& promise_at(void* frame) noexcept {
+    // Every Task promise starts with PromiseBase, at the offset a PromiseBase-aligned promise
+    // has (Task<T> does not support over-aligned T: its frame follows a 48-byte header).
+    return std::coroutine_handle<PromiseBase>::from_address(frame).promise();
+}
+
+class Walker final : public DumpWait {
+public:
+    Walker(Scheduler& sched, std::chrono::steady_clock::time_point now, std::uint32_t now_ms)
+        : sched_(sched), now_(now), now_ms_(now_ms) {}
+
+    TaskDump run(std::vector<FrameHeader*> roots) {
+        TaskDump dump;
+        dump.workers = sched_.num_workers();
+        collect_queued();
+        for (FrameHeader* h : roots) root_ids_.emplace(h, ++next_id_);
+        for (FrameHeader* h : roots) {
+            const std::uint32_t s = h->state.load(std::memory_order_acquire);
+            dump.roots.push_back(visit(h->frame(), (s & FrameHeader::kThreadWaiting) != 0 ? "block_on" : "spawned",
+                                       h, root_ids_[h]));
+        }
+        dump.tasks = next_id_;
+        return dump;
+    }
+
+    // DumpWait: the awaiter of the task being visited describes its wait.
+    void text(std::string_view s) override { cur_->waits_on += s; }
+    void number(std::int64_t n) override { cur_->waits_on += std::to_string(n); }
+    void address(const void* p) override {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%p", p);
+        cur_->waits_on += buf;
+    }
+    void child(std::coroutine_handle<> frame) override { children_->push_back({frame.address(), false}); }
+    void member(std::coroutine_handle<> frame) override { children_->push_back({frame.address(), true}); }
+    void join(const FrameHeader* task) override {
+        const auto it = root_ids_.find(task);
+        if (it != root_ids_.end()) {
+            cur_->waits_on += "join task #" + std::to_string(it->second);
+        } else {
+            cur_->waits_on += "join a task of another runtime";
+        }
+    }
+    void deadline(std::chrono::steady_clock::time_point t) override {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(t - now_).count();
+        cur_->waits_on += left > 0 ? ", " + std::to_string(left) + " ms left" : ", due";
+    }
+
+private:
+    struct Child {
+        void* frame;
+        bool has_header;  // a group member: named through its header
+    };
+
+    void collect_queued() {
+        for (std::size_t i = 0; i < sched_.num_workers(); ++i)
+            sched_.worker(i).for_each_queued([&](void* item) { queued_.emplace(item, i); });
+        // The global queue cannot be looked into: take everything out, note it, put it back.
+        InjectQueue& q = sched_.inject();
+        void* items[64];
+        std::vector<void*> all;
+        for (std::size_t n; (n = q.pop_bulk(items, 64)) != 0;) all.insert(all.end(), items, items + n);
+        for (void* item : all) {
+            global_.emplace(item);
+            q.push(item);
+        }
+    }
+
+    TaskDump::Task visit(void* frame, const char* kind, const FrameHeader* header, std::uint64_t id) {
+        TaskDump::Task t;
+        t.id = id;
+        t.kind = kind;
+        if (header != nullptr && header->extra != nullptr) t.name = header->extra->name;
+        PromiseBase& p = promise_at(frame);
+        if (const TaskCancellation* c = p.cancellation_scope()) t.cancelled = c->stop_requested();
+        std::vector<Child> children;
+#if EDDY_TASK_DUMP
+        const AwaitTrace& trace = p.trace_record();
+        if (trace.vt->state != nullptr) {
+            t.state = trace.vt->state;
+        } else {
+            t.state = "suspended";
+            if (trace.file != nullptr) t.site = std::string(trim_path(trace.file)) + ":" + std::to_string(trace.line);
+            t.waited = std::chrono::milliseconds(static_cast<std::uint32_t>(now_ms_ - trace.since_ms));
+            if (trace.vt->describe != nullptr) {
+                cur_ = &t;
+                children_ = &children;
+                trace.vt->describe(trace.awaiter, *this);
+                cur_ = nullptr;
+                children_ = nullptr;
+            } else {
+                t.waits_on = type_name(*trace.vt);
+            }
+        }
+#else
+        t.state = "suspended";
+#endif
+        if (const auto it = queued_.find(frame); it != queued_.end()) {
+            t.state = "runnable";
+            t.worker = it->second;
+        } else if (global_.contains(frame)) {
+            t.state = "runnable";
+        }
+        for (const Child& c : children) {
+            const FrameHeader* h = c.has_header ? header_of(c.frame) : nullptr;
+            t.children.push_back(visit(c.frame, "child", h, ++next_id_));
+        }
+        return t;
+    }
+
+    Scheduler& sched_;
+    const std::chrono::steady_clock::time_point now_;
+    const std::uint32_t now_ms_;
+    std::uint64_t next_id_ = 0;
+    std::unordered_map<const FrameHeader*, std::uint64_t> root_ids_;
+    std::unordered_map<void*, std::size_t> queued_;  // item -> worker
+    std::unordered_set<void*> global_;
+    TaskDump::Task* cur_ = nullptr;
+    std::vector<Child>* children_ = nullptr;
+};
+
+} // namespace
+
+TaskDump dump_scheduler(Scheduler& sched, bool from_worker) {
+    if (sched.stopping() || !sched.pause().pause(sched, from_worker))
+        throw RuntimeStopped("eddy: task dump of a runtime that is shutting down");
+    struct Resume {
+        Scheduler& s;
+        ~Resume() {
+            s.pause().resume();
+            s.notify_parked();  // the global queue's items were taken out and put back
+        }
+    } resume{sched};
+    const auto now = std::chrono::steady_clock::now();
+    refresh_coarse_clock(now);
+    Walker walker(sched, now, coarse_ms_of(now));
+    return walker.run(sched.registry().snapshot());
+}
+
+} // namespace eddy::detail
+
+namespace eddy {
+
+TaskDump Runtime::dump() const {
+    if (detail::current_scheduler() != nullptr)
+        throw WrongThread("eddy::Runtime::dump called from a worker thread; co_await eddy::dump_tasks() instead");
+    return detail::dump_scheduler(*scheduler_, false);
+}
+
+} // namespace eddy

@@ -1,0 +1,198 @@
+// eddy/tasks/detail/await_trace.hpp: what a suspended task waits on, for Runtime::dump().
+//
+// Every `co_await` in a Task goes through the promise's await_transform, which wraps the
+// awaiter in a TracedAwaiter and records the expression's file and line (compiler builtins
+// in a default argument: the site of the co_await, not of this header). When the task really
+// suspends, the wrapper records in the promise which awaiter it waits on (with a type-erased
+// describer, AwaitVT) and when (a coarse clock). That is three stores per suspension and two
+// per co_await, into the task's own frame: no allocation, no atomic RMW, no clock read (the
+// coarse clock is a relaxed load of a word the reactor and waking workers refresh), and the
+// wrapper adds no byte to the frame. The meson option task_dump (on by default) compiles
+// all of it out; eddy-bench's scheduler rows measure its cost (README, "Task dumps").
+//
+// Reading the record is safe only while no thread runs the task: Runtime::dump() stops every
+// worker between two polls (runtime/task_dump.cpp), so every frame it walks is suspended in
+// the awaiter its record names (alive until the task resumes), not started, or finished.
+// The record is not cleared when the task resumes (that would cost the wrapper a pointer in
+// every co_await): a running frame's record is stale. So a task dumps through
+// `co_await eddy::dump_tasks()`, which keeps it suspended while the dump runs, and
+// Runtime::dump() refuses a worker thread.
+//
+// # Describing a wait
+// An awaiter tells the dump what it waits on with a member
+//     void dump_wait(eddy::detail::DumpWait& d) const;
+// (text such as "read fd 7", the frames it runs as children, the task it joins, a deadline).
+// Without one, the dump names the awaiter's type. The dump calls it only while the awaiting
+// task is suspended in it: it may read what the awaiter set before it published the task,
+// never what another thread changes (a result, a status).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <coroutine>
+#include <cstdint>
+#include <exception>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#if defined(__cpp_rtti) || defined(__GXX_RTTI)
+#include <typeinfo>
+#endif
+
+#include <eddy/tasks/dump_config.hpp>
+
+namespace eddy::detail {
+
+struct FrameHeader;
+
+/// The dump's side of one suspended co_await (implemented in runtime/task_dump.cpp).
+class DumpWait {
+public:
+    /// Appends to the description ("read fd ", then number(7)).
+    virtual void text(std::string_view s) = 0;
+    virtual void number(std::int64_t n) = 0;
+    /// Appends an address (a Mutex, a channel): "0x7f...".
+    virtual void address(const void* p) = 0;
+    /// A frame this wait runs and is waiting for (an awaited Task, a combinator's child, a
+    /// group's member): listed under the task.
+    virtual void child(std::coroutine_handle<> frame) = 0;
+    /// A TaskGroup's member (a frame with a FrameHeader, which may carry a name).
+    virtual void member(std::coroutine_handle<> frame) = 0;
+    /// The spawned task this wait joins (named by its dump id when the dump sees it).
+    virtual void join(const FrameHeader* task) = 0;
+    /// When the wait ends by itself (a sleep, a timeout): shown relative to now.
+    virtual void deadline(std::chrono::steady_clock::time_point t) = 0;
+
+protected:
+    ~DumpWait() = default;
+};
+
+/// How the dump reads one awaiter type. The three sentinel tables mark a task that is not
+/// suspended in an awaiter (state != nullptr).
+struct AwaitVT {
+    void (*describe)(const void* awaiter, DumpWait& d);  // null: no dump_wait, use `type`
+    const char* state;                                     // "not started", "running", "finished"
+#if defined(__cpp_rtti) || defined(__GXX_RTTI)
+    const std::type_info* type;
+#else
+    const void* type;
+#endif
+};
+
+inline constexpr AwaitVT kNotStarted{nullptr, "not started", nullptr};
+inline constexpr AwaitVT kRunning{nullptr, "running", nullptr};
+inline constexpr AwaitVT kFinished{nullptr, "finished", nullptr};
+
+template <class A>
+concept DescribesWait = requires(const A& a, DumpWait& d) { a.dump_wait(d); };
+
+template <class A>
+void describe_awaiter(const void* awaiter, DumpWait& d) {
+    static_cast<const A*>(awaiter)->dump_wait(d);
+}
+
+template <class A>
+constexpr auto describer_of() noexcept -> void (*)(const void*, DumpWait&) {
+    if constexpr (DescribesWait<A>) {
+        return &describe_awaiter<A>;
+    } else {
+        return nullptr;
+    }
+}
+
+template <class A>
+inline constexpr AwaitVT kAwaitVT{describer_of<A>(), nullptr,
+#if defined(__cpp_rtti) || defined(__GXX_RTTI)
+                                  &typeid(A)
+#else
+                                  nullptr
+#endif
+};
+
+/// A coarse steady clock in milliseconds (wrapping at 2^32: only differences are read).
+/// Refreshed by the reactor thread at every wake-up and by a worker leaving park, read (relaxed)
+/// at each suspension; it lags the true time by at most the reactor's watch interval while a
+/// worker runs (about a millisecond).
+inline std::atomic<std::uint32_t> g_coarse_ms{0};
+
+inline std::uint32_t coarse_ms_of(std::chrono::steady_clock::time_point t) noexcept {
+    return static_cast<std::uint32_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count());
+}
+
+/// Refreshes g_coarse_ms from steady_clock nanoseconds (writes only when the millisecond
+/// changed: the word is read by every suspending task and should stay in their caches).
+inline void refresh_coarse_clock(std::int64_t steady_ns) noexcept {
+    const auto ms = static_cast<std::uint32_t>(steady_ns / 1'000'000);
+    // Relaxed both: a hint of the time, ordered with nothing.
+    if (g_coarse_ms.load(std::memory_order_relaxed) != ms) g_coarse_ms.store(ms, std::memory_order_relaxed);
+}
+inline void refresh_coarse_clock(std::chrono::steady_clock::time_point now) noexcept {
+    refresh_coarse_clock(std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
+}
+
+/// The record in every promise (see the top of this file). Written by the thread running
+/// the task; read by Runtime::dump() while that thread is paused.
+struct AwaitTrace {
+    const char* file = nullptr;       // the last co_await's file (await_transform)
+    const AwaitVT* vt = &kNotStarted;  // what it waits on, or a sentinel
+    const void* awaiter = nullptr;     // the awaiter (in the frame), while vt is not a sentinel
+    std::uint32_t line = 0;
+    std::uint32_t since_ms = 0;  // g_coarse_ms at the suspension
+};
+
+/// The awaiter a co_await of `a` uses (its operator co_await's, or `a` itself).
+template <class A>
+decltype(auto) awaiter_of(A&& a) {
+    if constexpr (requires { std::forward<A>(a).operator co_await(); }) {
+        return std::forward<A>(a).operator co_await();
+    } else if constexpr (requires { operator co_await(std::forward<A>(a)); }) {
+        return operator co_await(std::forward<A>(a));
+    } else {
+        return static_cast<A&>(a);  // the awaitable is its own awaiter: an lvalue, as co_await uses it
+    }
+}
+
+/// Wraps the awaiter of one co_await (see the top of this file). `Inner` is the awaiter's
+/// type, or an lvalue reference to the awaitable when it is its own awaiter (it lives until
+/// the end of the co_await's full expression, as this wrapper does). No state of its own:
+/// the record is in the promise, reached through the handle.
+template <class Inner>
+class TracedAwaiter {
+public:
+    template <class A>
+    explicit TracedAwaiter(A&& a) : inner_(awaiter_of(std::forward<A>(a))) {}
+    TracedAwaiter(const TracedAwaiter&) = delete;
+    TracedAwaiter& operator=(const TracedAwaiter&) = delete;
+
+    decltype(auto) await_ready() { return inner().await_ready(); }
+
+    /// P is an eddy promise (only PromiseBase's await_transform makes this wrapper).
+    template <class P>
+    decltype(auto) await_suspend(std::coroutine_handle<P> h) {
+        // Before the inner await_suspend publishes the frame: after it, another thread may
+        // resume (and destroy) it.
+        AwaitTrace& trace = h.promise().trace_record();
+        trace.awaiter = &inner();
+        trace.vt = &kAwaitVT<std::remove_cvref_t<Inner>>;
+        trace.since_ms = g_coarse_ms.load(std::memory_order_relaxed);
+        try {
+            return inner().await_suspend(h);
+        } catch (...) {
+            trace.vt = &kRunning;  // not suspended after all: the frame runs on with the exception
+            throw;
+        }
+    }
+
+    decltype(auto) await_resume() { return inner().await_resume(); }
+
+private:
+    std::remove_reference_t<Inner>& inner() noexcept { return inner_; }
+
+    Inner inner_;
+};
+
+template <class A>
+TracedAwaiter(A&&) -> TracedAwaiter<decltype(awaiter_of(std::declval<A&&>()))>;
+
+} // namespace eddy::detail

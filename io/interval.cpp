@@ -27,7 +27,7 @@ std::chrono::steady_clock::time_point TickAwaiter::await_resume() {
     // OperationCancelled: the schedule stays as it was.
     if (cancelled_) throw OperationCancelled("eddy::Interval::tick");
     sleep_.await_resume();
-    return claim_.interval().take_tick(std::chrono::steady_clock::now());
+    return claim_.interval().take_tick(detail::clock_now());
 }
 
 } // namespace detail
@@ -48,7 +48,7 @@ Interval& Interval::operator=(Interval&& other) noexcept {
 
 void Interval::reset() {
     detail::IntervalClaim claim(*this, "eddy::Interval::reset");
-    next_ = detail::saturating_add(Clock::now(), period_);
+    next_ = detail::saturating_add(detail::clock_now(), period_);
 }
 
 void Interval::set_missed_tick(MissedTick policy) {

@@ -78,7 +78,8 @@ bool pollable(IoKind k) noexcept {
 
 } // namespace
 
-Reactor::Reactor(Scheduler& sched, unsigned ring_entries) : sched_(sched), token_(sched.inject()) {
+Reactor::Reactor(Scheduler& sched, unsigned ring_entries)
+    : sched_(sched), virtual_(sched.clock().is_virtual()), token_(sched.inject()) {
     constexpr unsigned kMaxCqEntries = 65536;  // the kernel's limit (IORING_MAX_CQ_ENTRIES)
     const unsigned cq_entries = ring_entries < kMaxCqEntries / 4 ? ring_entries * 4 : kMaxCqEntries;
     // A CQ four times the SQ (at most the kernel's maximum): completions of earlier batches
@@ -122,7 +123,7 @@ Reactor::Reactor(Scheduler& sched, unsigned ring_entries) : sched_(sched), token
     }
     ready_.reserve(256);
     timer_queues_.reserve(sched.num_workers());
-    const std::int64_t now = now_ns();
+    const std::int64_t now = sched.clock().now_ns();
     for (std::size_t i = 0; i < sched.num_workers(); ++i) timer_queues_.push_back(std::make_unique<TimerQueue>(*this, now));
 }
 
@@ -549,7 +550,7 @@ void Reactor::handle_cqe(std::uint64_t user_data, std::int32_t res, std::uint32_
 
 void Reactor::fire_timers() {
     // Collected under each queue's lock, acted on after it (timer_queue.hpp).
-    const std::int64_t now = now_ns();
+    const std::int64_t now = timer_now();
     for (auto& q : timer_queues_) {
         if (q->earliest() > now) continue;
         q->pop_expired(now, [this](TimerEntry& e) {
@@ -623,7 +624,10 @@ void Reactor::sleep_in_kernel() {
     // only for the watchdog (and the inbox, at the latest then; timers bound it below).
     if (batch && pending_cqes_ <= (wake_armed_ ? 1u : 0u)) bound = kIdleRingWatchNs;
     const std::int64_t timer = earliest_timer();
-    if (timer != TimerQueue::kNone) {
+    const std::uint64_t requests = virtual_ ? sched_.clock().requests_posted() : 0;
+    if (virtual_) {
+        if (virtual_time(timer, batch, bound)) return;  // due timers, a jump: go round again
+    } else if (timer != TimerQueue::kNone) {
         if (timer <= now) {
             io_uring_submit_and_get_events(&ring_);
             return;
@@ -646,7 +650,8 @@ void Reactor::sleep_in_kernel() {
     // wakes us (Worker::schedule_next; seq_cst, paired with the idle-state look below).
     const bool unwatched = !batch && !back_soon;
     if (unwatched) sched_.set_unwatched(true);
-    if (inbox_.load(std::memory_order_seq_cst) != nullptr || earliest_timer() < wake_at ||
+    if (inbox_.load(std::memory_order_seq_cst) != nullptr ||
+        (virtual_ ? virtual_changed(timer, requests) : earliest_timer() < wake_at) ||
         batch != (sched_.idle().num_unparked() > 0)) {  // a worker parked, or one was woken
         sleeping_.store(kAwake, std::memory_order_relaxed);
         wake_at_.store(kAwakeAt, std::memory_order_relaxed);

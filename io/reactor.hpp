@@ -48,6 +48,13 @@
 //   (found by the io/sleep test under load). So post_deferred() wakes an unbounded sleeper
 //   at once.
 //
+// # Virtual time (ClockMode::paused, manual; io/virtual_time.cpp)
+//   Timers fire by the runtime's virtual clock. Instead of sleeping until the earliest timer,
+//   the reactor, finding the runtime quiet (eddy/runtime/time.hpp), moves the clock to it (or
+//   to an advance()'s target) and goes round again; while it cannot (a blocking call runs) it
+//   looks again every kVirtualPollNs of real time. A worker that parks wakes it as usual
+//   (worker_out_of_work), and so does any timer armed while it sleeps unbounded.
+//
 // # Kernel conditions handled
 //   - Full SQ: submit what is queued and take the SQE again (never dropped).
 //   - CQ overflow: the ring is set up with a CQ four times the SQ; IORING_FEAT_NODROP is
@@ -107,6 +114,7 @@ public:
     void flush() noexcept override;
     bool worker_out_of_work(bool parked) noexcept override;
     void watch() noexcept override;
+    void wake() noexcept override { wake_if_sleeping(); }
     ReactorMetrics metrics() const noexcept override;
 
 private:
@@ -150,6 +158,12 @@ private:
     void arm_wake();
     void publish_gauges() noexcept;
     void sleep_batching(std::int64_t bound);
+    // Virtual time (io/virtual_time.cpp; runtime/clock.hpp), when virtual_ is set.
+    bool virtual_time(std::int64_t timer, bool batch, std::int64_t& bound);
+    bool virtual_step();
+    bool quiet() const;
+    bool virtual_changed(std::int64_t timer, std::uint64_t requests) const noexcept;
+    std::int64_t timer_now() const noexcept;
     void track(Operation* op) noexcept;
     void untrack(Operation* op) noexcept;
     void drain_for_shutdown() noexcept;
@@ -158,6 +172,7 @@ private:
     io_uring ring_{};
     int event_fd_ = -1;
     bool disabled_ = false;  // the ring waits for the reactor thread to enable it
+    const bool virtual_;     // the runtime's clock is virtual (runtime/clock.hpp)
     std::thread thread_;
 
     // The inbox: an intrusive stack of nodes. Release CAS in post() pairs with the acquire

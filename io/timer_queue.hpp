@@ -76,6 +76,14 @@ public:
         }
     }
 
+    /// Virtual time (io/virtual_time.cpp): recomputes earliest() from the queued entries, so
+    /// that a timer disarmed since it was computed no longer counts.
+    void refresh_earliest() noexcept {
+        lock_.lock();
+        earliest_.store(wheel_.next_wake(), std::memory_order_relaxed);  // the reactor's own read follows
+        lock_.unlock();
+    }
+
     /// Shutdown (every worker joined): forgets every queued entry, marking it kCancelled so
     /// that the destructors of their awaiters, run when the frames are destroyed, find
     /// nothing to unlink.

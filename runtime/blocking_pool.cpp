@@ -116,6 +116,12 @@ BlockingFigures BlockingPool::figures() const {
     return {.threads = s.alive, .idle = s.idle, .queued = s.queue.size(), .calls = s.calls, .left_running = s.left_running};
 }
 
+std::size_t BlockingPool::busy() const {
+    const State& s = *state_;
+    std::lock_guard lock(s.lock);
+    return s.queue.size() + s.running;
+}
+
 void submit_blocking(Scheduler* sched, BlockingJob& job, const char* what) {
     if (sched == nullptr) throw WrongThread(std::string(what) + " needs to run on an eddy runtime worker thread");
     sched->blocking().submit(job);

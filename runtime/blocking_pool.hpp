@@ -58,6 +58,9 @@ public:
     /// Shutdown (see above): returns the calls left running.
     std::size_t close() noexcept;
     BlockingFigures figures() const;
+    /// Calls queued or running (a virtual clock waits for none: runtime/clock.hpp). After
+    /// it reads 0, whatever the last call resumed is queued (schedule_on runs under the lock).
+    std::size_t busy() const;
 
 private:
     struct State;

@@ -35,6 +35,9 @@ public:
     /// that stopped looking at the workers while all were parked (Scheduler::unwatched_flag())
     /// must look again.
     virtual void watch() noexcept = 0;
+    /// Any thread: wakes the driver's thread if it sleeps (a virtual clock's advance()
+    /// request waits for it: runtime/clock.hpp).
+    virtual void wake() noexcept = 0;
     /// Called once, with every worker joined: cancels what is in flight, waits for the
     /// kernel to let go of every buffer, and stops the driver's thread. Resumes nothing.
     virtual void shutdown() noexcept = 0;

@@ -122,6 +122,7 @@ pthread_t start_worker(Worker& w, const RuntimeConfig& config, const std::vector
 Scheduler::Scheduler(std::size_t workers, RuntimeConfig config)
     : config_(std::move(config)),
       id_(g_next_id.fetch_add(1, std::memory_order_relaxed)),
+      clock_(config_.clock),
       idle_(workers),
       blocking_(config_) {
     workers_.reserve(workers);
@@ -173,6 +174,7 @@ void Scheduler::shutdown() {
     for (pthread_t t : threads_) pthread_join(t, nullptr);
     threads_.clear();
     if (driver_) driver_->shutdown();
+    clock_.close();  // threads in Runtime::advance get RuntimeStopped; waiting tasks are destroyed below
     // Step 2b: blocking calls not started are dropped; running ones are given
     // blocking_shutdown_timeout to end (blocking_pool.hpp).
     (void)blocking_.close();

@@ -23,6 +23,7 @@
 
 #include "runtime/private.hpp"
 #include "runtime/blocking_pool.hpp"
+#include "runtime/clock.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/idle.hpp"
 #include "runtime/inject_queue.hpp"
@@ -74,6 +75,12 @@ public:
     /// (set_unwatched): see Worker::schedule_next for the pairing.
     const std::atomic<bool>& unwatched_flag() const noexcept { return unwatched_; }
     void set_unwatched(bool v) noexcept { unwatched_.store(v, std::memory_order_seq_cst); }
+    /// Any thread: wakes the driver if it sleeps (an advance() was requested).
+    void wake_driver() noexcept {
+        if (driver_) driver_->wake();
+    }
+    /// The clock of this runtime's timers (clock.hpp).
+    RuntimeClock& clock() noexcept { return clock_; }
     /// Worker thread: see Driver::watch.
     void driver_watch() noexcept {
         if (driver_) driver_->watch();
@@ -130,6 +137,7 @@ private:
     const RuntimeConfig config_;
     const std::uint64_t id_;
     const FinishHook root_hook_{&finish_root, this};  // every root task's completion
+    RuntimeClock clock_;
     InjectQueue inject_;
     Idle idle_;
     TaskRegistry registry_;

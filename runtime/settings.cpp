@@ -101,7 +101,16 @@ UnhandledExceptionPolicy parse_policy_env(const char* var, std::string_view valu
     reject(var, value, "log, ignore or terminate");
 }
 
+ClockMode parse_clock_env(const char* var, std::string_view value) {
+    if (equals_nocase(value, "real")) return ClockMode::real;
+    if (equals_nocase(value, "paused")) return ClockMode::paused;
+    if (equals_nocase(value, "manual")) return ClockMode::manual;
+    reject(var, value, "real, paused or manual");
+}
+
 void validate_config(const RuntimeConfig& c) {
+    if (c.clock != ClockMode::real && c.clock != ClockMode::paused && c.clock != ClockMode::manual)
+        reject_field("clock", "real, paused or manual", std::to_string(static_cast<int>(c.clock)));
     if (c.ring_entries < 1 || c.ring_entries > RuntimeConfig::kMaxRingEntries)
         reject_field("ring_entries", range(1, RuntimeConfig::kMaxRingEntries), std::to_string(c.ring_entries));
     if (c.thread_name_prefix.empty() || c.thread_name_prefix.find('\0') != std::string::npos)
@@ -195,6 +204,7 @@ RuntimeConfig RuntimeConfig::from_env(RuntimeConfig c) {
     if (const char* v = std::getenv("EDDY_BLOCKING_SHUTDOWN_TIMEOUT_MS"))
         c.blocking_shutdown_timeout = std::chrono::milliseconds(parse_count_env(
             "EDDY_BLOCKING_SHUTDOWN_TIMEOUT_MS", v, 0, static_cast<std::uint64_t>(kMaxBlockingShutdownTimeout.count())));
+    if (const char* v = std::getenv("EDDY_CLOCK")) c.clock = parse_clock_env("EDDY_CLOCK", v);
     return c;
 }
 

@@ -26,6 +26,8 @@ bool parse_bool_env(const char* var, std::string_view value);
 std::size_t parse_size_env(const char* var, std::string_view value, std::size_t min, std::size_t max);
 /// log, ignore or terminate (any case).
 UnhandledExceptionPolicy parse_policy_env(const char* var, std::string_view value);
+/// real, paused or manual (any case).
+ClockMode parse_clock_env(const char* var, std::string_view value);
 
 /// Throws std::invalid_argument naming the first bad field of `config` and its range.
 /// (`workers` is checked by resolve_workers, which knows about EDDY_WORKERS.)

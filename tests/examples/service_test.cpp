@@ -14,6 +14,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
@@ -192,6 +193,19 @@ TEST_CASE("SERVICE_IDLE_TIMEOUT_MS closes an idle connection; a busy one stays")
     CHECK(idle.sees_end_of_stream());  // bounded by kDeadline, far above 200 ms
     Client fresh(port);
     CHECK(fresh.request("PING\n", 1) == "PONG\n");
+    CHECK(service.running());
+}
+
+TEST_CASE("EDDY_CLOCK=paused: a 30 s idle timeout closes an idle connection in far less real time") {
+    // Virtual time (eddy/runtime/time.hpp): with nothing to do but wait for the read, the
+    // service's runtime is quiet, and its clock jumps to the 30 s idle deadline at once. (The
+    // client sends nothing: from another process, its bytes could come after the jump.)
+    Service service({"EDDY_WORKERS=2", "EDDY_CLOCK=paused", "SERVICE_IDLE_TIMEOUT_MS=30000"});
+    const std::uint16_t port = service.port();
+    const auto start = std::chrono::steady_clock::now();
+    Client idle(port);
+    CHECK(idle.sees_end_of_stream());  // bounded by kDeadline (20 s), below the 30 s timeout
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
     CHECK(service.running());
 }
 

@@ -11,6 +11,7 @@
 // one-sided ("at least") or coarse (seconds), so a slow sanitizer build does not flake.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -30,6 +31,7 @@
 #include <eddy/runtime/mutex.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/spawn.hpp>
+#include <eddy/runtime/time.hpp>
 #include <eddy/runtime/when_all.hpp>
 #include <eddy/runtime/when_any.hpp>
 #include <eddy/tasks/errors.hpp>
@@ -49,8 +51,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-/// One tick as the consumer saw it: Clock::now() before the co_await, the time point the tick
-/// returned, and Clock::now() after it. The Interval read "now" somewhere in [before, after].
+/// One tick as the consumer saw it: the runtime's clock (eddy::time::now(), steady_clock on a
+/// real clock) before the co_await, the time point the tick returned, and the clock after it. The Interval read "now" somewhere in [before, after].
 struct Take {
     Clock::time_point before;
     Clock::time_point at;
@@ -59,9 +61,9 @@ struct Take {
 
 Task<Take> take(Interval& iv) {
     Take t;
-    t.before = Clock::now();
+    t.before = eddy::time::now();
     t.at = co_await iv.tick();
-    t.after = Clock::now();
+    t.after = eddy::time::now();
     co_return t;
 }
 
@@ -295,6 +297,77 @@ TEST_CASE("a consumer late once in the middle of the run, under each policy") {
         ++next;
     }
     CHECK(stalled < 10);  // ten busy-machine retries in a row: something else is wrong
+}
+
+TEST_CASE("a consumer late once in the middle, in virtual time: every time point exact, no retries") {
+    // The scenario above on a paused clock (eddy/runtime/time.hpp): the consumer's 70 ms of
+    // work is a virtual sleep, so no machine is too busy for it, and what each policy does
+    // after the late tick (taken at exactly p + 70 ms) is asserted to the nanosecond.
+    static constexpr auto p = 20ms;
+    Runtime rt(RuntimeConfig{.workers = 2, .clock = eddy::ClockMode::paused});
+    for (const MissedTick policy : kPolicies) {
+        CAPTURE(static_cast<int>(policy));
+        const auto start = rt.now();
+        const auto until = start + 15 * p;
+        const std::vector<Take> takes = rt.block_on([](Clock::time_point s, Clock::time_point u, MissedTick m) -> Task<std::vector<Take>> {
+            Interval iv = eddy::interval_at(s, p);
+            iv.set_missed_tick(m);
+            co_return co_await consume(iv, u, 1, 70ms);
+        }(start, until, policy));
+        REQUIRE(takes.size() >= 4);
+        check_policy(takes, policy, p);
+        CHECK(takes[0].at == start);
+        CHECK(takes[0].after == start);
+        CHECK(takes[1].at == start + p);
+        CHECK(takes[1].after == start + p);  // in time, exactly
+        CHECK(takes[2].at == start + 2 * p);
+        CHECK(takes[2].after == start + p + 70ms);  // late: taken when the work ended
+        std::vector<Clock::duration> expected;  // every time point returned, from start
+        switch (policy) {
+            case MissedTick::burst:
+                for (int k = 0; k <= 15; ++k) expected.push_back(k * p);
+                break;
+            case MissedTick::delay:  // a period after the late take (90 ms), then on from there
+                expected = {0ms, 20ms, 40ms};
+                for (auto t = 110ms; t <= 310ms; t += p) expected.push_back(t);
+                break;
+            case MissedTick::skip:  // the first grid point after 90 ms: 60 and 80 are dropped
+                expected = {0ms, 20ms, 40ms};
+                for (auto t = 100ms; t <= 300ms; t += p) expected.push_back(t);
+                break;
+        }
+        REQUIRE(takes.size() == expected.size());
+        for (std::size_t k = 0; k < takes.size(); ++k) {
+            CAPTURE(k);
+            CHECK(takes[k].at - start == expected[k]);
+            // After the late take, each is taken at its point, or (burst) at once if overdue.
+            if (k > 2) CHECK(takes[k].after == std::max(takes[k].at, start + p + 70ms));
+        }
+        CHECK(count_before(takes, until) == (policy == MissedTick::burst ? 15u : 13u));
+    }
+}
+
+TEST_CASE("a late consumer from the start, in virtual time: the counts are exact") {
+    static constexpr auto p = 20ms;
+    Runtime rt(RuntimeConfig{.workers = 2, .clock = eddy::ClockMode::paused});
+    for (const MissedTick policy : kPolicies) {
+        CAPTURE(static_cast<int>(policy));
+        const auto start = rt.now() - 5 * p;  // ticks 0..5 are due
+        const auto until = start + 10 * p;
+        const std::vector<Take> takes = rt.block_on([](Clock::time_point s, Clock::time_point u, MissedTick m) -> Task<std::vector<Take>> {
+            Interval iv = eddy::interval_at(s, p);
+            iv.set_missed_tick(m);
+            co_return co_await consume(iv, u);
+        }(start, until, policy));
+        check_policy(takes, policy, p);
+        // burst: all ten; delay: 0, then 6p, 7p, 8p, 9p (a period after the take at 5p); skip:
+        // 0, then the grid from 6p on: the same five.
+        CHECK(count_before(takes, until) == (policy == MissedTick::burst ? 10u : 5u));
+        if (policy != MissedTick::burst) {
+            REQUIRE(takes.size() >= 2);
+            CHECK(takes[1].at == start + 6 * p);
+        }
+    }
 }
 
 TEST_CASE("burst: the missed ticks complete back to back without suspending") {

@@ -1,6 +1,8 @@
 // tests/io/with_timeout_test.cpp: eddy::with_timeout / with_deadline on a sleep and on a
 // socket read: the value when in time, TimedOut (after the task stopped) when not, the
-// socket still usable afterwards, exceptions passed through, and misuse.
+// socket still usable afterwards, exceptions passed through, and misuse. The tests that
+// depend on time run twice: on a real clock, and on a paused one (virtual time,
+// eddy/runtime/time.hpp), where the durations they measure are exact.
 #include <doctest/doctest.h>
 
 #include <array>
@@ -41,42 +43,57 @@ Task<int> after(std::chrono::milliseconds d, int v) {
 
 } // namespace
 
+// Declares `mode`: the real clock on the test case's first pass, the paused one on its second.
+#define EACH_CLOCK(mode)                                  \
+    eddy::ClockMode mode = eddy::ClockMode::real;         \
+    SUBCASE("real clock") {}                              \
+    SUBCASE("paused clock") { mode = eddy::ClockMode::paused; }
+
 TEST_CASE("a sleep that ends in time gives its value") {
-    Runtime rt(RuntimeConfig{.workers = 2});
+    EACH_CLOCK(mode);
+    Runtime rt(RuntimeConfig{.workers = 2, .clock = mode});
+    const auto start = rt.now();
     CHECK(run(rt, eddy::with_timeout(after(5ms, 42), 10s)) == 42);
-    CHECK(run(rt, eddy::with_deadline(after(5ms, 43), std::chrono::steady_clock::now() + 10s)) == 43);
+    CHECK(run(rt, eddy::with_deadline(after(5ms, 43), rt.now() + 10s)) == 43);
+    if (mode == eddy::ClockMode::paused) CHECK(rt.now() - start == 10ms);
 }
 
 TEST_CASE("a sleep that does not end in time is cancelled, then TimedOut is thrown") {
-    Runtime rt(RuntimeConfig{.workers = 2});
+    EACH_CLOCK(mode);
+    Runtime rt(RuntimeConfig{.workers = 2, .clock = mode});
     LifetimeCounter frames;
     std::atomic<int> cancelled{0};
-    const auto start = std::chrono::steady_clock::now();
+    const auto start = rt.now();
     try {
         (void)run(rt, eddy::with_timeout(sleeper(frames, cancelled), 30ms));
         FAIL("no TimedOut");
     } catch (const TimedOut& e) {
         CHECK(e.code() == std::errc::timed_out);
     }
-    const auto took = std::chrono::steady_clock::now() - start;
+    const auto took = rt.now() - start;
     CHECK(took >= 30ms);  // timers never fire early
     CHECK(took < 10s);
+    if (mode == eddy::ClockMode::paused) CHECK(took == 30ms);
     CHECK(cancelled.load() == 1);
     CHECK(frames.alive() == 0);  // the task had stopped before TimedOut was thrown
 }
 
 TEST_CASE("three 100 ms sleeps each under a 1 s timeout finish together in under a second") {
-    Runtime rt(RuntimeConfig{.workers = 2});
-    const auto start = std::chrono::steady_clock::now();
+    EACH_CLOCK(mode);
+    Runtime rt(RuntimeConfig{.workers = 2, .clock = mode});
+    const auto start = rt.now();
     auto [a, b, c] = run(rt, eddy::when_all(eddy::with_timeout(after(100ms, 1), 1s),
                                            eddy::with_timeout(after(100ms, 2), 1s),
                                            eddy::with_timeout(after(100ms, 3), 1s)));
     CHECK(a + b + c == 6);
-    CHECK(std::chrono::steady_clock::now() - start < 1s);
+    CHECK(rt.now() - start < 1s);
+    if (mode == eddy::ClockMode::paused) CHECK(rt.now() - start == 100ms);
 }
 
 TEST_CASE("a read with no data times out and the socket stays usable") {
-    Runtime rt(RuntimeConfig{.workers = 2});
+    EACH_CLOCK(mode);
+    Runtime rt(RuntimeConfig{.workers = 2, .clock = mode});
+    const auto start = rt.now();
     run(rt, []() -> Task<void> {
         auto listener = eddy::net::TcpListener::bind(eddy::net::SocketAddr::loopback_v4(0));
         Connection c = co_await eddy::test::connect_pair(listener);
@@ -89,6 +106,8 @@ TEST_CASE("a read with no data times out and the socket stays usable") {
         const std::size_t n = co_await eddy::with_timeout(read(c.server, buf), 10s);
         CHECK(text(std::span(buf).first(n)) == "after the timeout");
     }());
+    // Virtual time: the idle read waited exactly its 20 ms; the written bytes beat the 10 s.
+    if (mode == eddy::ClockMode::paused) CHECK(rt.now() - start == 20ms);
 }
 
 TEST_CASE("an exception from the task passes through with_timeout") {

@@ -56,6 +56,7 @@
 #include <eddy/runtime/task_dump.hpp>
 #include <eddy/runtime/task_group.hpp>
 #include <eddy/runtime/this_worker.hpp>
+#include <eddy/runtime/time.hpp>
 #include <eddy/runtime/unbounded_channel.hpp>
 #include <eddy/runtime/watch.hpp>
 #include <eddy/runtime/when_all.hpp>

@@ -1,5 +1,6 @@
 // eddy/io/interval.hpp: eddy::Interval, a periodic timer on std::chrono::steady_clock
-// (Tokio's tokio::time::Interval).
+// (Tokio's tokio::time::Interval); on the runtime's virtual clock under ClockMode::paused or
+// manual (eddy/runtime/time.hpp), where `interval`, `reset` and late ticks read it too.
 //
 //     eddy::Interval every = eddy::interval(100ms);          // the first tick completes at once
 //     for (;;) {
@@ -175,7 +176,7 @@ std::chrono::steady_clock::duration interval_period(std::chrono::duration<Rep, P
 template <class Rep, class Period>
 [[nodiscard]] Interval interval(std::chrono::duration<Rep, Period> period) {
     const auto p = detail::interval_period(period);
-    return Interval(std::chrono::steady_clock::now(), p);
+    return Interval(detail::clock_now(), p);
 }
 
 /// An Interval whose first tick is due at `start`; then one every `period`.

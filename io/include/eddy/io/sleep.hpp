@@ -1,4 +1,5 @@
-// eddy/io/sleep.hpp: eddy::sleep and eddy::sleep_until, on std::chrono::steady_clock.
+// eddy/io/sleep.hpp: eddy::sleep and eddy::sleep_until, on std::chrono::steady_clock (the
+// runtime's virtual clock under ClockMode::paused or manual: eddy/runtime/time.hpp).
 //
 //     co_await eddy::sleep(100ms);
 //     co_await eddy::sleep_until(deadline);
@@ -22,6 +23,7 @@
 
 #include <eddy/io/detail/operation.hpp>
 #include <eddy/io/detail/timer.hpp>
+#include <eddy/runtime/detail/clock.hpp>
 #include <eddy/runtime/detail/coop_budget.hpp>
 #include <eddy/tasks/detail/promise.hpp>
 
@@ -87,9 +89,7 @@ public:
     /// cancellation is stopped already.
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {
-        const auto now = std::chrono::steady_clock::now().time_since_epoch();
-        if (entry_.deadline_ns <= std::chrono::duration_cast<std::chrono::nanoseconds>(now).count())
-            return coop_yield(h);
+        if (entry_.deadline_ns <= clock_now_ns()) return coop_yield(h);
         StopState* task = detail::cancellation_of(h);
         if (stop_requested(task)) {
             entry_.result = -ECANCELED;
@@ -128,7 +128,7 @@ private:
 template <class Rep, class Period>
 [[nodiscard]] detail::SleepAwaiter sleep(std::chrono::duration<Rep, Period> duration,
                                          std::stop_token token = {}) noexcept {
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = detail::clock_now();
     // Due at once, without converting (hours::min() would overflow in the conversion).
     if (duration <= std::chrono::duration<Rep, Period>::zero()) return detail::SleepAwaiter(now, std::move(token));
     return detail::SleepAwaiter(detail::saturating_add(now, detail::saturating_ceil(duration)), std::move(token));

@@ -37,6 +37,7 @@
 
 #include <eddy/io/detail/timer.hpp>
 #include <eddy/runtime/detail/children.hpp>
+#include <eddy/runtime/detail/clock.hpp>
 #include <eddy/tasks/cancellation.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
@@ -64,11 +65,6 @@ TimeoutScope* take_timeout_scope();
 /// (made new again), else left to the reactor's.
 void give_back_timeout_scope(TimeoutScope* s) noexcept;
 
-/// steady_clock ns since its epoch.
-inline std::int64_t steady_now_ns() noexcept {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
 /// `now_ns + d` in ns, saturated at the largest value.
 inline std::int64_t add_saturated(std::int64_t now_ns, std::chrono::steady_clock::duration d) noexcept {
     const std::int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
@@ -129,7 +125,7 @@ public:
         scope_->scope.inherit(detail::cancellation_scope_of(parent));  // recycled: set each time
         child.promise().set_cancellation(&scope_->scope);
         child.promise().set_continuation(parent);
-        const std::int64_t now = detail::steady_now_ns();  // the one clock read
+        const std::int64_t now = detail::clock_now_ns();  // the one clock read (the runtime's)
         entry_.deadline_ns = relative_ ? detail::add_saturated(now, timeout_) : deadline_ns_;
         entry_.action = detail::TimerEntry::Action::kStop;
         entry_.timeout = scope_;

@@ -31,6 +31,13 @@ enum class UnhandledExceptionPolicy {
     callback,   ///< RuntimeConfig::on_unhandled_exception (required then)
 };
 
+/// Which clock a runtime's timers run on (RuntimeConfig::clock; eddy/runtime/time.hpp).
+enum class ClockMode {
+    real,    ///< std::chrono::steady_clock
+    paused,  ///< virtual, moved by advance() and by auto-advance when the runtime is idle (Tokio's start_paused)
+    manual,  ///< virtual, moved by advance() only
+};
+
 struct RuntimeConfig {
     /// Worker threads, 1..1024. Unset: the CPUs this process may use (affinity mask and
     /// cgroup CPU quota respected). EDDY_WORKERS, when set, overrides both, even without
@@ -115,10 +122,16 @@ struct RuntimeConfig {
     /// without suspending (slow_poll_threshold Y ms)".
     std::function<void(std::size_t worker, std::chrono::nanoseconds running)> on_slow_poll{};
 
+    /// The clock of sleeps, timeouts and intervals (eddy/runtime/time.hpp): `real` (the
+    /// default), or a virtual one for tests, `paused` (jumps to the next timer whenever the
+    /// runtime is idle) or `manual` (moves by eddy::time::advance / Runtime::advance only).
+    /// EDDY_CLOCK=real|paused|manual.
+    ClockMode clock = ClockMode::real;
+
     /// `base` with every EDDY_* variable that is set applied over it: EDDY_WORKERS,
     /// EDDY_RING_ENTRIES, EDDY_THREAD_NAME, EDDY_PIN_WORKERS, EDDY_GLOBAL_QUEUE_INTERVAL,
     /// EDDY_STACK_SIZE, EDDY_UNHANDLED, EDDY_SLOW_POLL_MS, EDDY_MAX_BLOCKING_THREADS,
-    /// EDDY_BLOCKING_KEEP_ALIVE_MS, EDDY_BLOCKING_SHUTDOWN_TIMEOUT_MS. A set but bad value (empty, not a number, out of
+    /// EDDY_BLOCKING_KEEP_ALIVE_MS, EDDY_BLOCKING_SHUTDOWN_TIMEOUT_MS, EDDY_CLOCK. A set but bad value (empty, not a number, out of
     /// range, an unknown suffix or word) throws std::invalid_argument naming the variable,
     /// the value and what is accepted.
     static RuntimeConfig from_env(RuntimeConfig base);

@@ -17,6 +17,7 @@
 // not run on a worker.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string_view>
@@ -110,6 +111,18 @@ public:
 
     /// The number of worker threads.
     std::size_t workers() const noexcept;
+
+    /// This runtime's clock (eddy/runtime/time.hpp): the virtual time under ClockMode::paused
+    /// or manual, steady_clock::now() otherwise. Any thread.
+    std::chrono::steady_clock::time_point now() const noexcept;
+    /// Whether the clock is virtual (RuntimeConfig::clock is paused or manual).
+    bool clock_is_virtual() const noexcept;
+    /// Moves the virtual clock forward by `d` and returns once every timer due by then has
+    /// fired, in deadline order, and the runtime is quiet (eddy/runtime/time.hpp). From a
+    /// thread outside the runtime. std::invalid_argument when d < 0; std::logic_error on a
+    /// real clock; eddy::WrongThread from one of its own workers; eddy::RuntimeStopped when
+    /// the runtime is (or gets) shut down.
+    void advance(std::chrono::nanoseconds d);
 
     /// A snapshot of the runtime's figures (eddy/runtime/metrics.hpp). Any thread, any time
     /// (also after shutdown); cheap: no lock, no pause of the workers.

@@ -285,3 +285,21 @@ TEST_CASE("with_deadline: a stop token still cancels (OperationCancelled), on th
     };
     CHECK(run(rt, eddy::with_deadline(10s, race())) == 7);
 }
+
+TEST_CASE("with_deadline: a runtime shut down while reads wait under a deadline frees everything") {
+    auto p = eddy::io::pipe();
+    auto unix_pair = eddy::net::UnixStream::pair();
+    {
+        Runtime rt(RuntimeConfig{.workers = 2});
+        auto waiter = [](int fd, eddy::net::UnixStream& s) -> Task<void> {
+            std::array<std::byte, 8> a{}, b{};
+            co_await eddy::when_all(read_pipe(fd, a), read_stream(s, b));
+        };
+        auto h = rt.spawn(eddy::with_deadline(30s, waiter(p.read_end.get(), unix_pair.first)));
+        // Both reads wait (in the kernel, under their link timeouts) before the shutdown.
+        const auto limit = Clock::now() + 10s;
+        while (rt.metrics().reactor.in_flight < 5 && Clock::now() < limit) std::this_thread::sleep_for(1ms);
+        CHECK(rt.metrics().reactor.in_flight >= 5);  // 2 x (operation + link timeout) + the wake-up read
+        rt.shutdown();  // cancels both in the kernel, then destroys the frame
+    }
+}

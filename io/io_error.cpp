@@ -10,6 +10,8 @@ namespace eddy::detail {
 
 void throw_io_error(int negative_errno, const char* what) {
     if (negative_errno == -ECANCELED) throw OperationCancelled(what);
+    // The operation's deadline passed (eddy::with_deadline; eddy/io/detail/deadline.hpp).
+    if (negative_errno == kDeadlineResult) throw TimedOut("eddy: the deadline passed (eddy::with_deadline)");
     throw std::system_error(-negative_errno, std::system_category(), what);
 }
 

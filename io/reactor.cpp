@@ -103,7 +103,8 @@ Reactor::Reactor(Scheduler& sched, unsigned ring_entries)
         params = io_uring_params{};
         params.flags = IORING_SETUP_CQSIZE | flags;
         params.cq_entries = cq_entries;
-        r = io_uring_queue_init_params(ring_entries, &ring_, &params);
+        // At least 2: an operation under a deadline takes two adjacent SQEs (link_timeout.cpp).
+        r = io_uring_queue_init_params(std::max(ring_entries, 2u), &ring_, &params);
         if (r != -EINVAL) break;
     }
     disabled_ = (params.flags & IORING_SETUP_R_DISABLED) != 0;
@@ -384,7 +385,8 @@ void Reactor::poll_event(PollState* s, std::int32_t res, bool more) {
 }
 
 void Reactor::start_io(IoOperation* op) {
-    io_uring_sqe* sqe = next_sqe();
+    const bool linked = op->deadline_ns != kNoDeadline;
+    io_uring_sqe* sqe = linked ? next_linked_sqe() : next_sqe();
     switch (op->io) {
     case IoKind::kRead:
         io_uring_prep_read(sqe, op->fd, op->addr, op->len, op->offset);
@@ -448,14 +450,17 @@ void Reactor::start_io(IoOperation* op) {
     // readiness instead of trying (and failing) once more.
     if (op->poll_first) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
     io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uintptr_t>(op));
+    if (linked) link_deadline(sqe, op);
     op->stage = Operation::Stage::kInFlight;
     ++pending_cqes_;
 }
 
 void Reactor::submit_poll(IoOperation* op, bool for_write) {
-    io_uring_sqe* sqe = next_sqe();
+    const bool linked = op->deadline_ns != kNoDeadline;
+    io_uring_sqe* sqe = linked ? next_linked_sqe() : next_sqe();
     io_uring_prep_poll_add(sqe, op->fd, for_write ? POLLOUT : POLLIN);
     io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uintptr_t>(op) | kPollBit);
+    if (linked) link_deadline(sqe, op);
     ++pending_cqes_;
 }
 
@@ -474,20 +479,23 @@ io_uring_sqe* Reactor::next_sqe() {
             stat_submissions_.add();
             return sqe;
         }
-        // The SQ is full: hand it to the kernel and take the slot again.
-        const int r = io_uring_submit(&ring_);
-        if (r == -EBUSY || r == -EAGAIN) {
-            // The kernel holds back submissions until we make room in the CQ (or it is out
-            // of memory for a moment): reap, flush any overflow backlog, retry.
-            reap();
-            io_uring_get_events(&ring_);
-            if (io_uring_cq_ready(&ring_) == 0) std::this_thread::yield();
-        } else if (r < 0 && r != -EINTR) {
-            // Not a passing condition (the ring itself is unusable): nothing in flight can
-            // complete any more, so no frame could ever be resumed or safely destroyed.
-            std::fprintf(stderr, "eddy: reactor: io_uring_submit failed: %s\n", std::strerror(-r));
-            std::abort();
-        }
+        make_room();  // the SQ is full: take the slot again after
+    }
+}
+
+void Reactor::make_room() {
+    const int r = io_uring_submit(&ring_);
+    if (r == -EBUSY || r == -EAGAIN) {
+        // The kernel holds back submissions until we make room in the CQ (or it is out
+        // of memory for a moment): reap, flush any overflow backlog, retry.
+        reap();
+        io_uring_get_events(&ring_);
+        if (io_uring_cq_ready(&ring_) == 0) std::this_thread::yield();
+    } else if (r < 0 && r != -EINTR) {
+        // Not a passing condition (the ring itself is unusable): nothing in flight can
+        // complete any more, so no frame could ever be resumed or safely destroyed.
+        std::fprintf(stderr, "eddy: reactor: io_uring_submit failed: %s\n", std::strerror(-r));
+        std::abort();
     }
 }
 
@@ -516,12 +524,13 @@ void Reactor::handle_cqe(std::uint64_t user_data, std::int32_t res, std::uint32_
         wake_armed_ = false;  // re-armed by run(), which may take an SQE
         return;
     }
-    if (user_data == kIgnoreTag) return;
+    if (user_data == kIgnoreTag || user_data == kLinkTimeoutTag) return;  // -ETIME: see deadline_result()
     if ((user_data & kStateBit) != 0) {
         poll_event(reinterpret_cast<PollState*>(user_data & ~kStateBit), res, more);
         return;
     }
     auto* op = reinterpret_cast<IoOperation*>(user_data & ~kPollBit);
+    if (res == -ECANCELED) res = deadline_result(*op, res);  // its link timeout fired?
     if ((user_data & kPollBit) != 0) {
         // The descriptor is ready (or the poll failed): resubmit the operation itself.
         if (op->cancel_arrived) {

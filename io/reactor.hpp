@@ -65,6 +65,8 @@
 //     not ready) is turned into a poll for readiness, then the operation is resubmitted.
 //   - Cancellation: IORING_OP_ASYNC_CANCEL against the operation's user_data; the awaiting
 //     frame resumes when the kernel's completion of the original operation arrives.
+//   - Deadlines (eddy::with_deadline): the operation's SQE (or its readiness poll's) is
+//     linked to an IORING_OP_LINK_TIMEOUT, the two taken together (link_timeout.cpp).
 #pragma once
 
 #include "runtime/counter.hpp"
@@ -121,6 +123,7 @@ private:
     // user_data values that are not operations (operations are at least 8-aligned).
     static constexpr std::uint64_t kWakeTag = 1;     // the eventfd read
     static constexpr std::uint64_t kIgnoreTag = 2;   // ASYNC_CANCEL requests
+    static constexpr std::uint64_t kLinkTimeoutTag = 3;  // a deadline's LINK_TIMEOUT (link_timeout.cpp)
     static constexpr std::uint64_t kPollBit = 4;     // op | kPollBit: a readiness poll for op
     static constexpr std::uint64_t kStateBit = 1;    // PollState | kStateBit: a socket's multishot poll
     // The longest sleep while a worker runs: bounds how long a batched post can wait.
@@ -155,6 +158,11 @@ private:
     void flush_ready();
     void sleep_in_kernel();
     io_uring_sqe* next_sqe();
+    void make_room();  // the SQ is full: hand it to the kernel
+    // io/link_timeout.cpp: an operation under a deadline (see operation.hpp).
+    io_uring_sqe* next_linked_sqe();  // the first of two adjacent SQEs
+    void link_deadline(io_uring_sqe* sqe, IoOperation* op);
+    static std::int32_t deadline_result(const IoOperation& op, std::int32_t res) noexcept;
     void arm_wake();
     void publish_gauges() noexcept;
     void sleep_batching(std::int64_t bound);

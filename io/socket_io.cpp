@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <system_error>
 
+#include <eddy/io/detail/deadline.hpp>
 #include <eddy/io/detail/operation.hpp>
 
 namespace eddy::detail {
@@ -76,7 +77,8 @@ bool SocketAwaiter::attempt() noexcept {
     return err != EAGAIN && err != EWOULDBLOCK;
 }
 
-bool SocketAwaiter::suspend(std::coroutine_handle<> h, StopState* task) {
+bool SocketAwaiter::suspend(std::coroutine_handle<> h, const TaskCancellation* scope) {
+    StopState* task = scope != nullptr ? scope->get() : nullptr;
     if (token_.stop_requested() || stop_requested(task)) {
         result_ = -ECANCELED;
         return false;
@@ -115,6 +117,9 @@ bool SocketAwaiter::suspend(std::coroutine_handle<> h, StopState* task) {
     frame_ = h;
     state_ = s;
     s->add_ref();  // ours, until the destructor
+    // Under a deadline: a poll of its own, linked to the deadline (see socket_io.hpp).
+    if (const std::int64_t deadline = deadline_of(scope); deadline != kNoDeadline) [[unlikely]]
+        return wait_with_deadline(deadline, task);
     // Registered before queuing: a cancel either finds us queued or marks us so that we do
     // not queue (PollState::queue checks under its lock). A callback may run right here.
     if (token_.stop_possible()) own_cancel_.emplace(token_, CancelWait{this});
@@ -175,6 +180,8 @@ void SocketAwaiter::finish() noexcept {
     // which uses the state.
     own_cancel_.reset();
     task_cancel_.reset();
+    end_deadline_wait(deadline_wait_);  // its callbacks likewise; before the state goes
+    deadline_wait_ = nullptr;
     if (state_ != nullptr) {
         state_->leave(this);
         state_->release();

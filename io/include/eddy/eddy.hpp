@@ -23,6 +23,7 @@
 #include <eddy/io/stream_errors.hpp>
 #include <eddy/io/stream_ops.hpp>
 #include <eddy/io/with_timeout.hpp>
+#include <eddy/io/with_deadline.hpp>
 #include <eddy/net/connect_error.hpp>
 #include <eddy/net/lookup.hpp>
 #include <eddy/net/socket_addr.hpp>

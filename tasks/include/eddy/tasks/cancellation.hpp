@@ -115,9 +115,11 @@ namespace this_task {
 template <class T>
 Task<T> shield(Task<T> task) {
     const detail::TaskCancellation* parent = co_await detail::CurrentScope{};
-    // No token, but what else the awaiter passes down (task-locals, coop::unconstrained).
+    // No token, but what else the awaiter passes down (task-locals, coop::unconstrained);
+    // not its deadline (eddy::with_deadline), a cancellation too.
     detail::TaskCancellation own;
     own.inherit(parent);
+    own.deadline_ns = detail::TaskCancellation::kNoDeadline;
     co_return co_await typename Task<T>::Awaiter(task, &own);
 }
 

@@ -3,7 +3,8 @@
 // `co_await` on it suspends the task, hands the operation to the reactor thread and resumes
 // on a worker once the kernel's completion has arrived. The result is the kernel's count;
 // an error is thrown as std::system_error carrying the errno, a cancelled operation (its
-// token, or the awaiting task's cancellation) as eddy::OperationCancelled. The awaiter (with the buffer it points to) must stay where
+// token, or the awaiting task's cancellation) as eddy::OperationCancelled, one whose
+// deadline passed (eddy::with_deadline) as eddy::TimedOut. The awaiter (with the buffer it points to) must stay where
 // it is until then: it is meant to be awaited as the temporary it is returned as.
 #pragma once
 
@@ -78,14 +79,26 @@ public:
     /// operation: a socket write usually fits in the send buffer, and data already there
     /// (socket, page cache, pipe) is taken at once. Only what would block goes to the reactor.
     /// What completes at once spends a unit of the cooperative budget (eddy/runtime/coop.hpp).
+    ///
+    /// Under a deadline (eddy::with_deadline), what goes to the reactor carries it (see
+    /// operation.hpp); a deadline that has passed already fails it here (eddy::TimedOut)
+    /// without submitting. What settles at once keeps its value, whatever the deadline.
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {
-        StopState* task = cancellation_of(h);
+        const TaskCancellation* scope = cancellation_scope_of(h);
+        StopState* task = scope != nullptr ? scope->get() : nullptr;
         if (token_.stop_requested() || stop_requested(task)) {
             op_.result = -ECANCELED;
             return false;
         }
         if (try_now(op_)) return coop_yield(h);  // eddy/runtime/coop.hpp
+        if (const std::int64_t deadline = deadline_of(scope); deadline != kNoDeadline) [[unlikely]] {
+            if (deadline_passed(deadline)) {
+                op_.result = kDeadlineResult;
+                return false;
+            }
+            op_.deadline_ns = deadline;
+        }
         Reactor& reactor = current_reactor(what_);
         op_.waiter = h;
         op_.reactor = &reactor;

@@ -13,6 +13,13 @@
 //   cancel node is coming and resumes the frame only once that node has arrived. So the
 //   cancel node never outlives the frame that holds it, and exactly one of the two sides
 //   decides when the frame resumes.
+//
+// # Deadline (eddy::with_deadline, io/link_timeout.cpp)
+//   An operation whose task has a deadline carries it in `deadline_ns`: the reactor submits
+//   it (and a readiness poll on its behalf) linked to an IORING_OP_LINK_TIMEOUT, whose
+//   timespec lives in `deadline_ts` until the CQE. Expiry cancels it in the kernel; the
+//   reactor turns that -ECANCELED into kDeadlineResult (eddy/io/detail/deadline.hpp), and the
+//   awaiter throws eddy::TimedOut. The operation's own cancellation works alongside.
 #pragma once
 
 #include <atomic>
@@ -22,6 +29,7 @@
 #include <optional>
 #include <stop_token>
 
+#include <eddy/io/detail/deadline.hpp>
 #include <eddy/tasks/detail/promise.hpp>
 
 namespace eddy::detail {
@@ -44,6 +52,12 @@ struct CancelNode : ReactorNode {
     Operation* const target;
 };
 
+/// struct __kernel_timespec, without the kernel header (io/link_timeout.cpp checks the layout).
+struct KernelTimespec {
+    std::int64_t tv_sec = 0;
+    long long tv_nsec = 0;
+};
+
 struct Operation : ReactorNode {
     static constexpr std::uint8_t kCancelRequested = 1;
     static constexpr std::uint8_t kCompleted = 2;
@@ -54,6 +68,9 @@ struct Operation : ReactorNode {
     Operation(const Operation&) = delete;
     Operation& operator=(const Operation&) = delete;
 
+    /// What the reactor queues at completion: the awaiting frame, or a Runnable's queue item
+    /// (eddy/runtime/detail/scheduler_api.hpp) stored as an address (a socket wait under a
+    /// deadline, io/socket_deadline.cpp).
     std::coroutine_handle<> waiter{};
     Reactor* reactor = nullptr;
     /// The kernel's result: a count or -errno. Written by the reactor before it resumes.
@@ -84,6 +101,8 @@ struct IoOperation : Operation {
     std::uint64_t offset = 0;      // file offset (~0: the current position), socklen_t*, statx* or new path
     std::uint32_t op_flags = 0;    // MSG_* flags, accept/open flags
     bool poll_first = false;       // a non-blocking attempt just failed: wait for readiness first
+    std::int64_t deadline_ns = kNoDeadline;  // see "Deadline" above; set before submission
+    KernelTimespec deadline_ts;    // reactor thread only: the link timeout's, until submitted
 };
 
 /// The reactor of the runtime whose worker runs the calling thread. Throws eddy::WrongThread
@@ -118,6 +137,12 @@ public:
         if (own.stop_possible()) own_.emplace(own, CancelOnStop{&op});
         if (task != nullptr) task_.emplace(*task, CancelOnStop{&op});
         return true;
+    }
+    /// Unregisters both (waits for a callback running on another thread): before the same
+    /// operation is armed and submitted again.
+    void disarm() noexcept {
+        own_.reset();
+        task_.reset();
     }
 
 private:

@@ -29,6 +29,22 @@
 //   armed poll and each node on its way to the reactor hold one; the descriptor is closed
 //   when the last goes, so a retry running on another worker never uses a closed (or
 //   reused) descriptor number.
+//
+// # Under a deadline (eddy::with_deadline)
+//   A multishot poll cannot carry a linked timeout, and the shared one serves every waiter of
+//   the socket. So an operation whose task has a deadline, and that has to wait, does not
+//   queue on the PollState: it submits a one-shot IORING_OP_POLL_ADD of its own direction,
+//   linked to an IORING_OP_LINK_TIMEOUT on the deadline (io/link_timeout.cpp), and tries
+//   again on a worker when the poll completes, until it settles or the kernel cancels the
+//   poll at the deadline (eddy::TimedOut). That keeps the operation itself on the worker
+//   (no buffer handed to the kernel, the same attempt code and the same results) and is
+//   one readiness poll per wait, which the caller chose by asking for a deadline. It holds
+//   a PollState reference like any waiter, so the descriptor stays open meanwhile.
+//   Cancellation cancels the poll in the kernel (OperationCancelled). close() from another
+//   task ends a read or an accept at once (SHUT_RD makes the socket readable); a write that
+//   waits for room under a deadline sees the close only at its next attempt, at the latest
+//   at the deadline. Without a deadline nothing changes: the check is one branch on the
+//   path that waits, and the fast path does not look at it (io/socket_deadline.cpp).
 #pragma once
 
 #include <sys/socket.h>
@@ -52,6 +68,9 @@ namespace eddy::detail {
 
 class PollState;
 class SocketAwaiter;
+class SocketDeadlineWait;
+/// Frees a socket operation's wait under a deadline (nullptr: nothing), once its poll is over.
+void end_deadline_wait(SocketDeadlineWait* w) noexcept;
 
 /// A socket's descriptor and, from its first wait on, its PollState. Owned by the socket
 /// types; move-only; closes on destruction.
@@ -127,18 +146,21 @@ public:
     template <class P>
     bool await_suspend(std::coroutine_handle<P> h) {
         // What settles at once spends a unit of the cooperative budget (eddy/runtime/coop.hpp).
-        return suspend(h, cancellation_of(h)) || coop_yield(h);
+        return suspend(h, cancellation_scope_of(h)) || coop_yield(h);
     }
     std::size_t await_resume();
 
 private:
     friend class PollState;
+    friend class SocketDeadlineWait;
     struct CancelWait {
         SocketAwaiter* self;
         void operator()() const noexcept;
     };
 
-    bool suspend(std::coroutine_handle<> h, StopState* task);
+    bool suspend(std::coroutine_handle<> h, const TaskCancellation* scope);
+    /// Under a deadline: waits on a poll of its own (io/socket_deadline.cpp); as suspend().
+    bool wait_with_deadline(std::int64_t deadline_ns, StopState* task);
     /// One attempt on the worker; false when it would block (then result_ is -EAGAIN).
     bool attempt() noexcept;
     /// Tries and, while the socket is not ready, queues itself. True: settled (result_ set);
@@ -159,6 +181,7 @@ private:
     socklen_t* addrlen_;
     const char* what_;
     PollState* state_ = nullptr;  // set by the first wait: holds a reference
+    SocketDeadlineWait* deadline_wait_ = nullptr;  // owned: a wait under a deadline
     std::coroutine_handle<> frame_{};
     std::int64_t result_ = 0;
     // Guarded by the PollState's lock: queued on it; cancelled by a stop callback.

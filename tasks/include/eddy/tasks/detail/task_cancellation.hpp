@@ -32,8 +32,10 @@ struct TaskLocals {
 /// The scope also carries what else a task inherits from whoever awaits it: `unconstrained`,
 /// set by eddy::coop::unconstrained, exempts the tasks under it from the cooperative budget
 /// (eddy/runtime/coop.hpp); `locals`, the task-local values bound above it
-/// (eddy/tasks/task_local.hpp). A scope nested under another (a combinator's, a task-local
-/// binding's) inherits both with inherit().
+/// (eddy/tasks/task_local.hpp); `deadline_ns`, the deadline set by eddy::with_deadline
+/// (eddy/io/with_deadline.hpp), which every I/O operation under it carries into the kernel.
+/// A scope nested under another (a combinator's, a task-local binding's) inherits all three
+/// with inherit().
 struct TaskCancellation {
     explicit TaskCancellation(StopState* s = nullptr) noexcept : state(s) {}
     /// A scope with its parent's state (or its parent's lazy source) and everything else it
@@ -64,12 +66,17 @@ struct TaskCancellation {
     void inherit(const TaskCancellation* parent) noexcept {
         unconstrained = parent != nullptr && parent->unconstrained;
         locals = parent != nullptr ? parent->locals : TaskLocals{};
+        deadline_ns = parent != nullptr ? parent->deadline_ns : kNoDeadline;
     }
+
+    /// deadline_ns of a scope without a deadline.
+    static constexpr std::int64_t kNoDeadline = INT64_MAX;
 
     StopState* state = nullptr;  // unused when `lazy` is set
     LinkedStopSource* lazy = nullptr;
     bool unconstrained = false;  // written before any task runs under the scope
     TaskLocals locals;           // likewise
+    std::int64_t deadline_ns = kNoDeadline;  // steady_clock ns since its epoch; likewise
 };
 
 /// A combinator's own cancellation (when_all, when_any, TaskGroup, with_stop_token), stopped

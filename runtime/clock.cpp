@@ -14,7 +14,8 @@
 
 namespace eddy::detail {
 
-std::atomic<std::uint32_t> g_virtual_clocks{0};
+// Its own cache line: read at every timer arm, it must not share one with a written variable.
+alignas(64) std::atomic<std::uint32_t> g_virtual_clocks{0};
 
 std::int64_t runtime_now_ns() noexcept {
     Worker* w = current_worker();

@@ -122,9 +122,9 @@ pthread_t start_worker(Worker& w, const RuntimeConfig& config, const std::vector
 Scheduler::Scheduler(std::size_t workers, RuntimeConfig config)
     : config_(std::move(config)),
       id_(g_next_id.fetch_add(1, std::memory_order_relaxed)),
-      clock_(config_.clock),
       idle_(workers),
-      blocking_(config_) {
+      blocking_(config_),
+      clock_(config_.clock) {
     workers_.reserve(workers);
     for (std::size_t i = 0; i < workers; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
     watchdog_ = std::make_unique<Watchdog>(*this);

@@ -137,7 +137,6 @@ private:
     const RuntimeConfig config_;
     const std::uint64_t id_;
     const FinishHook root_hook_{&finish_root, this};  // every root task's completion
-    RuntimeClock clock_;
     InjectQueue inject_;
     Idle idle_;
     TaskRegistry registry_;
@@ -166,6 +165,8 @@ private:
     std::atomic<std::uint64_t> destroyed_{0};
     std::mutex shutdown_mutex_;
     bool shut_down_ = false;  // guarded by shutdown_mutex_
+    // Last, on lines of its own: cold on a real clock (the hot fields above keep their layout).
+    alignas(64) RuntimeClock clock_;
 };
 
 } // namespace eddy::detail

@@ -118,7 +118,7 @@ bool SocketAwaiter::suspend(std::coroutine_handle<> h, const TaskCancellation* s
     state_ = s;
     s->add_ref();  // ours, until the destructor
     // Under a deadline: a poll of its own, linked to the deadline (see socket_io.hpp).
-    if (const std::int64_t deadline = deadline_of(scope); deadline != kNoDeadline) [[unlikely]]
+    if (const std::int64_t deadline = io_deadline_of(scope); deadline != kNoDeadline) [[unlikely]]
         return wait_with_deadline(deadline, task);
     // Registered before queuing: a cancel either finds us queued or marks us so that we do
     // not queue (PollState::queue checks under its lock). A callback may run right here.

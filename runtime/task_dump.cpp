@@ -12,6 +12,7 @@
 //      the children that description lists.
 // Only roots and group members are read through their FrameHeader (their name): a nested
 // frame may have been allocated inside its parent (HALO) and have none.
+#include "runtime/clock.hpp"
 #include "runtime/scheduler.hpp"
 #include "runtime/worker.hpp"
 
@@ -187,7 +188,10 @@ TaskDump dump_scheduler(Scheduler& sched, bool from_worker) {
     } resume{sched};
     const auto now = std::chrono::steady_clock::now();
     refresh_coarse_clock(now);
-    Walker walker(sched, now, coarse_ms_of(now));
+    // Deadlines (sleeps, timeouts) are on the runtime's clock, virtual under a paused one;
+    // how long a task has waited is real time.
+    const auto clock_now = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(sched.clock().now_ns()));
+    Walker walker(sched, clock_now, coarse_ms_of(now));
     return walker.run(sched.registry().snapshot());
 }
 

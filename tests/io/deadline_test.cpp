@@ -303,3 +303,26 @@ TEST_CASE("with_deadline: a runtime shut down while reads wait under a deadline 
         rt.shutdown();  // cancels both in the kernel, then destroys the frame
     }
 }
+
+TEST_CASE("with_deadline under a paused clock: a 30 s deadline on a silent pipe and socket ends in virtual time, exactly") {
+    Runtime rt(RuntimeConfig{.workers = 2, .clock = eddy::ClockMode::paused});
+    auto p = eddy::io::pipe();
+    auto listener = eddy::net::TcpListener::bind(eddy::net::SocketAddr::loopback_v4(0));
+    std::array<std::byte, 16> buf{};
+    const auto real_start = Clock::now();
+    const auto virtual_start = rt.now();
+    CHECK(run(rt, outcome([&] { return eddy::with_deadline(30s, read_pipe(p.read_end.get(), buf)); })) == "timed out");
+    CHECK(rt.now() - virtual_start >= 30s);
+    // The deadline is on the runtime's clock: this_task::deadline() reads it there.
+    const Deadline seen = run(rt, eddy::with_deadline(10s, my_deadline()));
+    REQUIRE(seen.has_value());
+    CHECK(*seen - rt.now() <= 10s);
+    auto [client, server] = run(rt, eddy::test::connect_pair(listener));
+    const auto before = rt.now();
+    CHECK(run(rt, outcome([&] { return eddy::with_deadline(30s, read_stream(server, buf)); })) == "timed out");
+    CHECK(rt.now() - before >= 30s);
+    CHECK(Clock::now() - real_start < 10s);  // a minute of virtual time, in (much) less real time
+    // Data that is there wins, deadline or not.
+    REQUIRE(::write(p.write_end.get(), "ok", 2) == 2);
+    CHECK(run(rt, eddy::with_deadline(30s, read_pipe(p.read_end.get(), buf))) == 2);
+}

@@ -69,7 +69,7 @@ TEST_CASE("a with_timeout that does not fire allocates nothing beyond the task's
     const std::uint64_t timed =
         rt.block_on(count_allocations([](int i) { return eddy::with_timeout(yield_then(i), 1s); }));
     const std::uint64_t deadline = rt.block_on(count_allocations(
-        [](int i) { return eddy::with_deadline(yield_then(i), std::chrono::steady_clock::now() + 1h); }));
+        [](int i) { return eddy::with_timeout(yield_then(i), std::chrono::steady_clock::now() + 1h); }));
 #if EDDY_FRAME_POOL
     CHECK(bare == 0);  // the frames come from the frame pool (frame_pool.hpp), not operator new
 #else

@@ -54,7 +54,7 @@ TEST_CASE("a sleep that ends in time gives its value") {
     Runtime rt(RuntimeConfig{.workers = 2, .clock = mode});
     const auto start = rt.now();
     CHECK(run(rt, eddy::with_timeout(after(5ms, 42), 10s)) == 42);
-    CHECK(run(rt, eddy::with_deadline(after(5ms, 43), rt.now() + 10s)) == 43);
+    CHECK(run(rt, eddy::with_timeout(after(5ms, 43), rt.now() + 10s)) == 43);
     if (mode == eddy::ClockMode::paused) CHECK(rt.now() - start == 10ms);
 }
 

@@ -26,8 +26,13 @@
 // What it does not do: interrupt computation, or waits that are not I/O (sleep, a Mutex, a
 // Channel, an Event, awaiting a JoinHandle). Those run on; use with_timeout(task, d) for a
 // limit that cancels whatever the task waits on, at the price of a timer per call.
-// (with_timeout(task, d) and with_deadline(task, time_point), eddy/io/with_timeout.hpp, are
-// that: the task first. This file's with_deadline takes the time first.)
+// (with_timeout(task, duration or time_point), eddy/io/with_timeout.hpp, is that.)
+//
+// Under a virtual clock (RuntimeConfig::clock paused or manual, eddy/runtime/time.hpp) the
+// kernel's timeouts cannot follow the runtime's time: there with_deadline is a with_timeout at
+// the same time point (a timer on the virtual clock that stops the task, which also ends its
+// non-I/O waits), the operations under it link nothing, and this_task::deadline() still
+// reports the deadline. The deadline is read on the runtime's clock either way.
 //
 // Cost: a with_deadline is one coroutine frame; under it, each operation that goes to the
 // kernel costs one more SQE and one more CQE, and a clock read; without a deadline, one
@@ -43,6 +48,8 @@
 #include <optional>
 
 #include <eddy/io/detail/deadline.hpp>
+#include <eddy/io/with_timeout.hpp>
+#include <eddy/runtime/detail/clock.hpp>
 #include <eddy/tasks/cancellation.hpp>
 #include <eddy/tasks/task.hpp>
 
@@ -79,12 +86,24 @@ struct DeadlineSpec {
     }
 };
 
+/// with_timeout(task, at), as a task of its own: run under with_deadline's scope, so that the
+/// timeout's task inherits the deadline (and task-local values) too.
+template <class T>
+Task<T> timed_until(Task<T> task, std::int64_t at_ns) {
+    co_return co_await with_timeout(std::move(task),
+                                    std::chrono::steady_clock::time_point(std::chrono::nanoseconds(at_ns)));
+}
+
 /// Runs `task` under a scope derived from its awaiter's with the earlier deadline.
 template <class T>
 Task<T> run_with_deadline(DeadlineSpec spec, Task<T> task) {
     const TaskCancellation* parent = co_await CurrentScope{};
     TaskCancellation own(parent, TaskCancellation::Derive{});  // same token, locals, budget
     own.deadline_ns = std::min(own.deadline_ns, spec.resolve());  // only ever tightens
+    if (clock_is_virtual()) [[unlikely]] {
+        Task<T> timed = timed_until(std::move(task), own.deadline_ns);  // see "Under a virtual clock"
+        co_return co_await typename Task<T>::Awaiter(timed, &own);
+    }
     co_return co_await typename Task<T>::Awaiter(task, &own);
 }
 

@@ -1,4 +1,4 @@
-// eddy/io/with_timeout.hpp: eddy::with_timeout and eddy::with_deadline, a task with a time limit.
+// eddy/io/with_timeout.hpp: eddy::with_timeout, a task with a time limit (a duration or a time point).
 //
 //     std::string line = co_await eddy::with_timeout(read_line(conn), 5s);   // or TimedOut
 //
@@ -74,7 +74,7 @@ inline std::int64_t add_saturated(std::int64_t now_ns, std::chrono::steady_clock
 
 } // namespace detail
 
-/// The awaitable that with_timeout and with_deadline return. Move it until it is awaited;
+/// The awaitable that with_timeout returns. Move it until it is awaited;
 /// await it once.
 template <class T>
 class [[nodiscard]] Timeout {
@@ -182,9 +182,11 @@ private:
     detail::StopCallback<detail::ForwardStop> link_;
 };
 
-/// `task`'s result, or eddy::TimedOut once `deadline` (steady clock) has passed.
+/// `task`'s result, or eddy::TimedOut once `deadline` (the runtime's clock) has passed. (Not
+/// with_deadline, eddy/io/with_deadline.hpp: that one hands a deadline down to the I/O below
+/// it and cancels nothing else.)
 template <class T>
-Timeout<T> with_deadline(Task<T> task, std::chrono::steady_clock::time_point deadline) {
+Timeout<T> with_timeout(Task<T> task, std::chrono::steady_clock::time_point deadline) {
     return Timeout<T>(std::move(task), deadline);
 }
 
@@ -208,8 +210,8 @@ Timeout<T> with_timeout(Task<T> task, std::chrono::duration<Rep, Period> timeout
 
 /// The same for an awaitable that becomes a Task (a with_timeout inside another).
 template <detail::IntoTask A>
-auto with_deadline(A&& a, std::chrono::steady_clock::time_point deadline) {
-    return with_deadline(std::move(a).into_task(), deadline);
+auto with_timeout(A&& a, std::chrono::steady_clock::time_point deadline) {
+    return with_timeout(std::move(a).into_task(), deadline);
 }
 template <detail::IntoTask A, class Rep, class Period>
 auto with_timeout(A&& a, std::chrono::duration<Rep, Period> timeout) {

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 
+#include <eddy/runtime/detail/clock.hpp>
 #include <eddy/tasks/detail/task_cancellation.hpp>
 
 namespace eddy::detail {
@@ -25,14 +26,23 @@ inline constexpr std::int64_t kNoDeadline = TaskCancellation::kNoDeadline;
 /// -ETIME, which no I/O call that eddy submits returns by itself.
 inline constexpr std::int32_t kDeadlineResult = -ETIME;
 
-/// Now, on the clock deadlines are measured with (steady_clock, ns since its epoch).
-inline std::int64_t deadline_now_ns() noexcept {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
+/// Now, on the clock deadlines are measured with: steady_clock ns since its epoch, the
+/// runtime's clock on a worker (virtual under a paused clock, eddy/runtime/time.hpp; then no
+/// operation carries its deadline to the kernel: see io_deadline_of).
+inline std::int64_t deadline_now_ns() noexcept { return clock_now_ns(); }
 
 /// The deadline of the task whose scope is `s` (kNoDeadline: none).
 inline std::int64_t deadline_of(const TaskCancellation* s) noexcept { return s != nullptr ? s->deadline_ns : kNoDeadline; }
+
+/// The deadline an I/O operation of the task whose scope is `s` carries into the kernel:
+/// deadline_of(s), except under a virtual clock, which the kernel's timeouts cannot follow
+/// (with_deadline stops the task with a timer on that clock instead: with_deadline.hpp).
+inline std::int64_t io_deadline_of(const TaskCancellation* s) noexcept {
+    const std::int64_t d = deadline_of(s);
+    if (d != kNoDeadline && g_virtual_clocks.load(std::memory_order_relaxed) != 0 && clock_is_virtual()) [[unlikely]]
+        return kNoDeadline;
+    return d;
+}
 
 /// True when `deadline_ns` (not kNoDeadline) has passed: the operation must not start.
 inline bool deadline_passed(std::int64_t deadline_ns) noexcept { return deadline_ns <= deadline_now_ns(); }

@@ -92,7 +92,7 @@ public:
             return false;
         }
         if (try_now(op_)) return coop_yield(h);  // eddy/runtime/coop.hpp
-        if (const std::int64_t deadline = deadline_of(scope); deadline != kNoDeadline) [[unlikely]] {
+        if (const std::int64_t deadline = io_deadline_of(scope); deadline != kNoDeadline) [[unlikely]] {
             if (deadline_passed(deadline)) {
                 op_.result = kDeadlineResult;
                 return false;

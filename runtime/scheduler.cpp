@@ -124,6 +124,7 @@ Scheduler::Scheduler(std::size_t workers, RuntimeConfig config)
       id_(g_next_id.fetch_add(1, std::memory_order_relaxed)),
       idle_(workers),
       blocking_(config_),
+      pause_(workers),
       clock_(config_.clock) {
     workers_.reserve(workers);
     for (std::size_t i = 0; i < workers; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));

@@ -34,6 +34,7 @@
 namespace eddy::detail {
 namespace {
 
+#if EDDY_TASK_DUMP
 /// A readable type name for an awaiter without dump_wait.
 std::string type_name([[maybe_unused]] const AwaitVT& vt) {
 #if defined(__cpp_rtti) || defined(__GXX_RTTI)
@@ -52,6 +53,8 @@ std::string_view trim_path(std::string_view f) {
     while (f.starts_with("../") || f.starts_with("./")) f.remove_prefix(f.starts_with("./") ? 2 : 3);
     return f;
 }
+
+#endif
 
 PromiseBase& promise_at(void* frame) noexcept {
     // Every Task promise starts with PromiseBase, at the offset a PromiseBase-aligned promise
@@ -72,7 +75,7 @@ public:
         for (FrameHeader* h : roots) {
             const std::uint32_t s = h->state.load(std::memory_order_acquire);
             dump.roots.push_back(visit(h->frame(), (s & FrameHeader::kThreadWaiting) != 0 ? "block_on" : "spawned",
-                                       h, root_ids_[h]));
+                                       h, root_ids_[h], 0));
         }
         dump.tasks = next_id_;
         return dump;
@@ -89,9 +92,12 @@ public:
     void child(std::coroutine_handle<> frame) override { children_->push_back({frame.address(), false}); }
     void member(std::coroutine_handle<> frame) override { children_->push_back({frame.address(), true}); }
     void join(const FrameHeader* task) override {
+        // The joiner's handle keeps the header alive; a finished task has left the registry.
         const auto it = root_ids_.find(task);
         if (it != root_ids_.end()) {
             cur_->waits_on += "join task #" + std::to_string(it->second);
+        } else if ((task->state.load(std::memory_order_acquire) & FrameHeader::kComplete) != 0) {
+            cur_->waits_on += "join a finished task";
         } else {
             cur_->waits_on += "join a task of another runtime";
         }
@@ -102,29 +108,43 @@ public:
     }
 
 private:
+    static constexpr std::size_t kMaxDepth = 256;
+
     struct Child {
         void* frame;
         bool has_header;  // a group member: named through its header
     };
 
     void collect_queued() {
-        for (std::size_t i = 0; i < sched_.num_workers(); ++i)
+        for (std::size_t i = 0; i < sched_.num_workers(); ++i) {
             sched_.worker(i).for_each_queued([&](void* item) { queued_.emplace(item, i); });
-        // The global queue cannot be looked into: take everything out, note it, put it back.
-        InjectQueue& q = sched_.inject();
-        void* items[64];
-        std::vector<void*> all;
-        for (std::size_t n; (n = q.pop_bulk(items, 64)) != 0;) all.insert(all.end(), items, items + n);
-        for (void* item : all) {
-            global_.emplace(item);
-            q.push(item);
+            if (void* held = sched_.pause().held(i)) queued_.emplace(held, i);  // about to run there
         }
+        // The global queue cannot be looked into: take everything out, note it, put it back.
+        // Every item goes back before anything that may throw: none may be lost.
+        InjectQueue& q = sched_.inject();
+        std::vector<void*> all;
+        try {
+            all.reserve(q.size_approx() + 64);
+        } catch (...) {
+            return;  // no room to look: the global queue's tasks show their waits
+        }
+        void* items[64];
+        for (std::size_t n; all.size() + 64 <= all.capacity() && (n = q.pop_bulk(items, 64)) != 0;)
+            all.insert(all.end(), items, items + n);  // within the reserved capacity: no throw
+        for (void* item : all) q.push(item);
+        for (void* item : all) global_.emplace(item);
     }
 
-    TaskDump::Task visit(void* frame, const char* kind, const FrameHeader* header, std::uint64_t id) {
+    TaskDump::Task visit(void* frame, const char* kind, const FrameHeader* header, std::uint64_t id, std::size_t depth) {
         TaskDump::Task t;
         t.id = id;
         t.kind = kind;
+        if (depth >= kMaxDepth) {  // the walk, the formats and the tree's destructor recurse
+            t.state = "not shown";
+            t.waits_on = "deeper than " + std::to_string(kMaxDepth) + " levels";
+            return t;
+        }
         if (header != nullptr && header->extra != nullptr) t.name = header->extra->name;
         PromiseBase& p = promise_at(frame);
         if (const TaskCancellation* c = p.cancellation_scope()) t.cancelled = c->stop_requested();
@@ -158,7 +178,7 @@ private:
         }
         for (const Child& c : children) {
             const FrameHeader* h = c.has_header ? header_of(c.frame) : nullptr;
-            t.children.push_back(visit(c.frame, "child", h, ++next_id_));
+            t.children.push_back(visit(c.frame, "child", h, ++next_id_, depth + 1));
         }
         return t;
     }
@@ -176,9 +196,30 @@ private:
 
 } // namespace
 
-TaskDump dump_scheduler(Scheduler& sched, bool from_worker) {
-    if (sched.stopping() || !sched.pause().pause(sched, from_worker))
-        throw RuntimeStopped("eddy: task dump of a runtime that is shutting down");
+/// The roots by name and kind, read under the registry's locks while workers run (names
+/// never change after spawn): what a dump can say when some workers would not stop.
+TaskDump partial_dump(Scheduler& sched, std::vector<std::size_t> busy) {
+    TaskDump dump;
+    dump.workers = sched.num_workers();
+    dump.complete = false;
+    dump.busy_workers = std::move(busy);
+    sched.registry().for_each_locked([&](FrameHeader* h) {
+        TaskDump::Task t;
+        t.id = ++dump.tasks;
+        if (h->extra != nullptr) t.name = h->extra->name;
+        t.kind = (h->state.load(std::memory_order_acquire) & FrameHeader::kThreadWaiting) != 0 ? "block_on" : "spawned";
+        t.state = "unknown";
+        dump.roots.push_back(std::move(t));
+    });
+    return dump;
+}
+
+TaskDump dump_scheduler(Scheduler& sched, bool from_worker, std::chrono::nanoseconds patience) {
+    const std::size_t self = from_worker ? current_worker()->index() : 0;
+    if (sched.stopping()) throw RuntimeStopped("eddy: task dump of a runtime that is shutting down");
+    WorkerPause::Outcome paused = sched.pause().pause(sched, from_worker ? &self : nullptr, patience);
+    if (!paused.ok) throw RuntimeStopped("eddy: task dump of a runtime that is shutting down");
+    if (!paused.busy.empty()) return partial_dump(sched, std::move(paused.busy));
     struct Resume {
         Scheduler& s;
         ~Resume() {
@@ -199,10 +240,10 @@ TaskDump dump_scheduler(Scheduler& sched, bool from_worker) {
 
 namespace eddy {
 
-TaskDump Runtime::dump() const {
+TaskDump Runtime::dump(std::chrono::nanoseconds patience) const {
     if (detail::current_scheduler() != nullptr)
         throw WrongThread("eddy::Runtime::dump called from a worker thread; co_await eddy::dump_tasks() instead");
-    return detail::dump_scheduler(*scheduler_, false);
+    return detail::dump_scheduler(*scheduler_, false, patience);
 }
 
 } // namespace eddy

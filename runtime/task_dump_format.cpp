@@ -10,6 +10,22 @@
 namespace eddy {
 namespace {
 
+/// A name on one line: quotes, backslashes and control characters escaped as in JSON.
+void text_name(std::string_view s, std::string& out) {
+    for (const char c : s) {
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += c;
+        } else if (static_cast<unsigned char>(c) < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+            out += buf;
+        } else {
+            out += c;
+        }
+    }
+}
+
 void text_of(const TaskDump::Task& t, int depth, std::string& out) {
     out.append(static_cast<std::size_t>(depth) * 2, ' ');
     // Appends only (no string operator+: GCC 12 warns falsely about it, -Wrestrict).
@@ -17,7 +33,7 @@ void text_of(const TaskDump::Task& t, int depth, std::string& out) {
     out += std::to_string(t.id);
     if (!t.name.empty()) {
         out += " \"";
-        out += t.name;
+        text_name(t.name, out);
         out += '"';
     }
     if (t.kind != "child") {
@@ -111,7 +127,18 @@ std::string TaskDump::to_text() const {
     out += std::to_string(roots.size());
     out += " root tasks, ";
     out += std::to_string(tasks);
-    out += " tasks\n";
+    out += " tasks";
+    if (!complete) {
+        out += "; partial: worker";
+        out += busy_workers.size() == 1 ? " " : "s ";
+        for (std::size_t i = 0; i < busy_workers.size(); ++i) {
+            if (i != 0) out += ", ";
+            out += std::to_string(busy_workers[i]);
+        }
+        out += busy_workers.size() == 1 ? " is" : " are";
+        out += " running one task and did not stop";
+    }
+    out += '\n';
     for (const Task& t : roots) text_of(t, 0, out);
     return out;
 }
@@ -121,7 +148,14 @@ std::string TaskDump::to_json() const {
     out += std::to_string(workers);
     out += ",\"tasks\":";
     out += std::to_string(tasks);
-    out += ",\"roots\":[";
+    out += ",\"complete\":";
+    out += complete ? "true" : "false";
+    out += ",\"busy_workers\":[";
+    for (std::size_t i = 0; i < busy_workers.size(); ++i) {
+        if (i != 0) out += ',';
+        out += std::to_string(busy_workers[i]);
+    }
+    out += "],\"roots\":[";
     for (std::size_t i = 0; i < roots.size(); ++i) {
         if (i != 0) out += ',';
         json_of(roots[i], out);

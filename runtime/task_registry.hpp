@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include <eddy/tasks/detail/frame_header.hpp>
@@ -32,6 +33,15 @@ public:
     std::vector<FrameHeader*> take_all();
     /// Every registered task, shard by shard (a task dump, with the workers paused).
     std::vector<FrameHeader*> snapshot() const;
+    /// f(h) for every registered task, under its shard's lock (h cannot be unregistered, and
+    /// so not freed, meanwhile): a partial task dump, with workers running.
+    template <class F>
+    void for_each_locked(F&& f) const {
+        for (const Shard& s : shards_) {
+            std::lock_guard lock(s.lock);
+            for (FrameHeader* h = s.head; h != nullptr; h = h->next) f(h);
+        }
+    }
     /// Tasks linked right now (an estimate while workers run).
     std::size_t size() const noexcept;
 

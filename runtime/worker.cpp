@@ -53,7 +53,7 @@ void Worker::run() {
             continue;
         }
         if (searching_) leave_searching();
-        sched_.pause().point();  // a task dump (worker_pause.hpp)
+        sched_.pause().point(index_, task);  // a task dump (worker_pause.hpp)
         stats_.polled.add();
         t_coop_budget = kCoopBudget;  // every poll starts with a full budget
         const std::uint64_t seq = poll_seq_.load(std::memory_order_relaxed);
@@ -216,7 +216,7 @@ void Worker::park() {
     frame_pool::trim();
     while (!sched_.stopping()) {
         parker_.park();
-        sched_.pause().point();  // a task dump wakes every worker (worker_pause.hpp)
+        sched_.pause().point(index_, nullptr);  // a task dump wakes every worker (worker_pause.hpp)
         refresh_coarse_clock(std::chrono::steady_clock::now());  // what waits from now on is timed from here
         if (idle.transition_from_parked(index_)) {
             stats_.unparks.add();

@@ -4,47 +4,67 @@
 #include "runtime/scheduler.hpp"
 #include "runtime/worker.hpp"
 
-#include <chrono>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
 #include <thread>
 
 namespace eddy::detail {
 
-void WorkerPause::wait_out() noexcept {
+WorkerPause::WorkerPause(std::size_t workers) : slots_(std::make_unique<Slot[]>(workers)) {}
+
+void WorkerPause::wait_out(std::size_t index, void* held) noexcept {
     const std::uint32_t g = gen_.load(std::memory_order_acquire);
     if ((g & 1) == 0) return;
-    acks_.fetch_add(1, std::memory_order_release);
-    acks_.notify_one();
-    gen_.wait(g, std::memory_order_acquire);  // until resume()
+    Slot& slot = slots_[index];
+    slot.held = held;
+    slot.acked.store(g, std::memory_order_release);
+    // Until the generation moves on. A raw futex, not std::atomic::wait: libstdc++ 12's notify
+    // can skip the wake when it reads its own waiter count as zero (runtime/parker.hpp); the
+    // kernel's check of the word alone cannot lose one.
+    while (gen_.load(std::memory_order_acquire) == g)
+        syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&gen_), FUTEX_WAIT_PRIVATE, g, nullptr, nullptr, 0);
+    slot.held = nullptr;
 }
 
-bool WorkerPause::pause(Scheduler& sched, bool from_worker) {
+WorkerPause::Outcome WorkerPause::pause(Scheduler& sched, const std::size_t* self, std::chrono::nanoseconds patience) {
     using namespace std::chrono_literals;
-    // A dumping worker that waits for its turn acknowledges the dump in progress: otherwise
-    // that dump would wait for it, and it for that dump.
+    const auto give_up = std::chrono::steady_clock::now() + patience;
+    // A dumping worker that waits for its turn stops for the dump in progress: otherwise that
+    // dump would wait for it, and it for that dump.
     while (!dumpers_.try_lock()) {
-        if (from_worker) point();
+        if (self != nullptr) point(*self, nullptr);
+        if (sched.stopping()) return {false, {}};
         std::this_thread::sleep_for(50us);
-        if (sched.stopping()) return false;
     }
-    acks_.store(0, std::memory_order_relaxed);  // no worker acknowledges before gen_ is odd
-    gen_.fetch_add(1, std::memory_order_seq_cst);
+    const std::uint32_t g = gen_.fetch_add(1, std::memory_order_seq_cst) + 1;  // odd
     const std::size_t n = sched.num_workers();
     for (std::size_t i = 0; i < n; ++i) sched.worker(i).parker().unpark();
-    const std::uint32_t need = static_cast<std::uint32_t>(n - (from_worker ? 1 : 0));
+    // A dump is rare: poll the slots rather than make every worker wake the dumper.
     for (;;) {
-        const std::uint32_t seen = acks_.load(std::memory_order_acquire);
-        if (seen >= need) return true;
+        Outcome out;
+        for (std::size_t i = 0; i < n; ++i)
+            if ((self == nullptr || *self != i) && slots_[i].acked.load(std::memory_order_acquire) != g) out.busy.push_back(i);
+        if (out.busy.empty()) return out;
         if (sched.stopping()) {
-            resume();
-            return false;
+            release();
+            return {false, {}};
         }
-        std::this_thread::sleep_for(20us);  // a dump is rare: no need for a futex here
+        if (std::chrono::steady_clock::now() >= give_up) {
+            release();
+            return out;
+        }
+        std::this_thread::sleep_for(20us);
     }
 }
 
-void WorkerPause::resume() noexcept {
+void WorkerPause::resume() noexcept { release(); }
+
+void WorkerPause::release() noexcept {
     gen_.fetch_add(1, std::memory_order_release);
-    gen_.notify_all();
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&gen_), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
     dumpers_.unlock();
 }
 

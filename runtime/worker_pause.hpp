@@ -2,13 +2,20 @@
 //
 // A dump (runtime/task_dump.cpp) must read suspended frames while no worker can resume or
 // destroy them. So the dumper makes the pause generation odd, wakes every worker, and waits
-// until each has acknowledged at a pause point: a worker calls point() before each poll and
-// each time it wakes in park(), and there acknowledges and waits for the generation to move
-// on. A dump from a task (eddy::dump_tasks) runs on a worker in the middle of its poll: it
-// waits for the others only. Dumpers take turns; one waiting for its turn on a worker
-// acknowledges the running dump meanwhile, so two dumping tasks cannot wait for each other.
-// If the runtime starts shutting down meanwhile the dump gives up (workers leaving their run
-// loop never acknowledge).
+// until each has acknowledged that generation at a pause point: a worker calls point() before
+// each poll (holding the task it is about to run, which the dump then reports as runnable)
+// and each time it wakes in park(), and there writes the generation into its own slot and
+// sleeps until the generation moves on. A dump from a task (eddy::dump_tasks) runs on a
+// worker in the middle of its poll: it waits for the others only. Dumpers take turns; one
+// waiting for its turn on a worker acknowledges the running dump meanwhile, so two dumping
+// tasks cannot wait for each other.
+//
+// A worker stuck in one long poll would hold a dump forever, and that is when someone wants
+// one: pause() gives up after its patience (the workers that did stop go on at once) and
+// names the workers that did not acknowledge; the dump is then partial (task_dump.hpp). It
+// gives up too if the runtime starts shutting down (workers leaving their run loop never
+// acknowledge). A late acknowledgement carries its own generation, so it never counts for a
+// later dump.
 //
 // Cost when nobody dumps: one relaxed load of gen_ per poll, on a line the workers only read.
 #pragma once
@@ -16,8 +23,12 @@
 #include "runtime/private.hpp"
 
 #include <atomic>
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 namespace eddy::detail {
 
@@ -25,31 +36,52 @@ class Scheduler;
 
 class WorkerPause {
 public:
-    /// A worker, between two polls and after each wake in park().
-    void point() noexcept {
+    explicit WorkerPause(std::size_t workers);
+
+    /// Worker `index`, between two polls (`held`: the task it is about to run) and after
+    /// each wake in park() (`held` null).
+    void point(std::size_t index, void* held) noexcept {
         // Relaxed: a hint; wait_out() reads it again with acquire. The dumper wakes every
         // worker after making it odd, so a parked one reaches this line and sees it.
         if ((gen_.load(std::memory_order_relaxed) & 1) != 0) [[unlikely]]
-            wait_out();
+            wait_out(index, held);
     }
 
-    /// The dumper: pauses every worker of `sched` but the calling one when `from_worker`.
-    /// False (nothing paused) when the runtime started shutting down first.
-    bool pause(Scheduler& sched, bool from_worker);
-    /// The dumper, after a successful pause(): lets the workers go.
+    /// The dumper: pauses every worker of `sched` but the calling one (`self`, when the
+    /// dumper is a worker) for at most `patience`. Returns the workers that did not stop
+    /// (empty: all did; then call resume() after the walk); with some left running, the
+    /// others were let go already. RuntimeStopped-worthy: false in `ok` when the runtime
+    /// started shutting down first (nothing is paused then).
+    struct Outcome {
+        bool ok = true;
+        std::vector<std::size_t> busy;
+    };
+    Outcome pause(Scheduler& sched, const std::size_t* self, std::chrono::nanoseconds patience);
+    /// The dumper, after a pause() that stopped every worker: lets them go.
     void resume() noexcept;
 
+    /// While paused: the task worker `i` held when it stopped (null: none).
+    void* held(std::size_t i) const noexcept { return slots_[i].held; }
+
 private:
-    void wait_out() noexcept;
+    void wait_out(std::size_t index, void* held) noexcept;
+    void release() noexcept;  // gen_ even again, sleepers woken, the dumpers' lock released
+
+    struct alignas(64) Slot {
+        // The generation this worker last stopped for. Release store by the worker (what it
+        // did to the frames it ran happens before the walk) pairs with the dumper's acquire
+        // load in pause().
+        std::atomic<std::uint32_t> acked{0};
+        void* held = nullptr;  // written before the release store above, read after its acquire
+    };
 
     std::mutex dumpers_;  // one dump at a time (try_lock only: see pause())
-    // Odd while a dump wants the workers paused. Release increments (resume) pair with the
-    // acquire load and wait in wait_out(); the seq_cst increment in pause() is ordered before
-    // the unparks that make parked workers look.
+    // Odd while a dump wants the workers paused; a futex word (paused workers sleep on it).
+    // Release increments (release()) pair with the acquire loads in wait_out(); the seq_cst
+    // increment in pause() is ordered before the unparks that make parked workers look.
     alignas(64) std::atomic<std::uint32_t> gen_{0};
-    // Acknowledgements of the current generation: release increments by the workers (their
-    // writes to the frames they ran happen before the walk) pair with pause()'s acquire loads.
-    alignas(64) std::atomic<std::uint32_t> acks_{0};
+    static_assert(sizeof(std::atomic<std::uint32_t>) == 4, "gen_ is a futex word");
+    std::unique_ptr<Slot[]> slots_;
 };
 
 } // namespace eddy::detail

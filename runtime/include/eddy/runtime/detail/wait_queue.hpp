@@ -284,13 +284,15 @@ class WaitAwaiter : public WaitNode, private StopRegistration {
 public:
     bool await_ready() const noexcept { return false; }
 
-    /// Task dumps: "eddy::Mutex::lock 0x55d0c2a4e2a0" (the primitive's address).
+    /// Task dumps: "eddy::Mutex::lock 0x55d0c2a4e2a0": its wait queue's address, which
+    /// lies in the primitive (taken from this node, never read through: a waiter granted but
+    /// not yet resumed may outlive a primitive destroyed meanwhile).
     void dump_wait(DumpWait& d) const {
         std::string_view what(Derived::kWhat);
         if (what.starts_with("co_await on ")) what.remove_prefix(12);
         d.text(what);
         d.text(" ");
-        d.address(queue().owner() != nullptr ? queue().owner() : static_cast<const void*>(&queue()));
+        d.address(&queue());
     }
 
     template <class P>

@@ -6,8 +6,13 @@
 // suspends, the wrapper records in the promise which awaiter it waits on (with a type-erased
 // describer, AwaitVT) and when (a coarse clock). That is three stores per suspension and two
 // per co_await, into the task's own frame: no allocation, no atomic RMW, no clock read (the
-// coarse clock is a relaxed load of a word the reactor and waking workers refresh), and the
-// wrapper adds no byte to the frame. The meson option task_dump (on by default) compiles
+// coarse clock is a relaxed load of a word the reactor and waking workers refresh). The
+// wrapper holds the awaiter itself when operator co_await makes one (nothing added), and a
+// reference when the awaitable is its own awaiter (8 bytes beside that temporary).
+//
+// The awaiter is found as co_await finds it, with one difference: a non-member operator
+// co_await is looked up from here (eddy::detail) and by argument-dependent lookup, not from
+// the co_await's own scope; define it in the awaitable's namespace. The meson option task_dump (on by default) compiles
 // all of it out; eddy-bench's scheduler rows measure its cost (README, "Task dumps").
 //
 // Reading the record is safe only while no thread runs the task: Runtime::dump() stops every
@@ -110,9 +115,8 @@ inline constexpr AwaitVT kAwaitVT{describer_of<A>(), nullptr,
 };
 
 /// A coarse steady clock in milliseconds (wrapping at 2^32: only differences are read).
-/// Refreshed by the reactor thread at every wake-up and by a worker leaving park, read (relaxed)
-/// at each suspension; it lags the true time by at most the reactor's watch interval while a
-/// worker runs (about a millisecond).
+/// Refreshed by the reactor thread before it sleeps (at least every millisecond while a worker
+/// runs), by a worker leaving park and by a dump; read (relaxed) at each suspension.
 inline std::atomic<std::uint32_t> g_coarse_ms{0};
 
 inline std::uint32_t coarse_ms_of(std::chrono::steady_clock::time_point t) noexcept {

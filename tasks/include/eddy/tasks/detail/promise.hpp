@@ -171,6 +171,10 @@ namespace eddy::detail {
 
 template <class T>
 class Promise final : public PromiseBase {
+    // A frame follows a 48-byte header from a 16-byte-aligned allocation, and task dumps find
+    // PromiseBase at the offset a 16-byte-aligned promise has.
+    static_assert(alignof(T) <= 16, "eddy::Task<T>: T aligned to more than 16 bytes is not supported");
+
 public:
     Task<T> get_return_object() noexcept;
 

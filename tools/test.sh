@@ -17,6 +17,8 @@
 # The pool itself still runs under ASan there (tests/tasks/frame_pool_test calls it
 # directly; its free blocks are poisoned), and under TSan as every frame's allocator in
 # build-tsan (stress/frame_pool_stress among others).
+# Task dumps (-Dtask_dump, off by default) are on in both sanitizer builds: their full tests
+# run there; `build` runs the default, where a dump lists tasks without their waits.
 # Ends with one line "tests: N passed, N failed" summing the three runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,12 +60,12 @@ setup build --buildtype=release -Dstress_tests=true
 run "g++ release" build
 
 CC=clang CXX=clang++ setup build-asan --buildtype=debugoptimized -Db_sanitize=address,undefined \
-    -Db_lundef=false -Dstress_tests=true -Dbenchmarks=false -Dframe_pool=false
+    -Db_lundef=false -Dstress_tests=true -Dbenchmarks=false -Dframe_pool=false -Dtask_dump=true
 run "clang ASan+UBSan" build-asan ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
 CC=clang CXX=clang++ setup build-tsan --buildtype=debugoptimized -Db_sanitize=thread \
-    -Db_lundef=false -Dstress_tests=true -Dsmall_queues=true -Dbenchmarks=false
+    -Db_lundef=false -Dstress_tests=true -Dsmall_queues=true -Dbenchmarks=false -Dtask_dump=true
 run "clang TSan" build-tsan TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
 echo "tests: $passed passed, $failed failed"

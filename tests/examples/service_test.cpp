@@ -1,5 +1,6 @@
 // tests/examples/service_test.cpp: runs examples/service as a child process and talks to it
-// over plain POSIX sockets and poll() (no eddy on this side), as echo_server_test.cpp does.
+// over plain POSIX sockets and poll() (no eddy on this side but <eddy/tasks/dump_config.hpp>,
+// which says whether the service's task dump has its waits), as echo_server_test.cpp does.
 //
 // The binary comes from EDDY_SERVICE (set by tests/meson.build). It is configured through its
 // environment only: every EDDY_* and SERVICE_* variable of ours is dropped, the test's own are
@@ -9,6 +10,8 @@
 // catches a hang: nothing here measures time. The child process and the client are
 // tests/support/child_process.hpp and line_client.hpp, shared with echo_server_test.cpp.
 #include <doctest/doctest.h>
+
+#include <eddy/tasks/dump_config.hpp>  // EDDY_TASK_DUMP: what the service's dump shows
 
 #include <dirent.h>
 #include <signal.h>
@@ -125,6 +128,7 @@ TEST_CASE("SIGUSR2 prints the task tree: the group, the named connections in the
     INFO("dump:\n" << *dump);
     CHECK(dump->find("service: SIGUSR2, task dump:\neddy task dump: 2 workers, ") != std::string::npos);
     CHECK(dump->find("[block_on] suspended") != std::string::npos);  // run(), under block_on
+#if EDDY_TASK_DUMP  // built with the records: the whole tree, with sites and waits
     CHECK(dump->find("task_group, 4 members") != std::string::npos);  // accept loop's body, signals, 2 connections
     CHECK(dump->find("\"signals\" suspended") != std::string::npos);
     CHECK(dump->find("dumping tasks") != std::string::npos);
@@ -135,6 +139,7 @@ TEST_CASE("SIGUSR2 prints the task tree: the group, the named connections in the
     CHECK(dump->find("eddy::net::TcpListener::accept fd ") != std::string::npos);
     CHECK(dump->find("eddy::net::TcpStream::read fd ") != std::string::npos);
     CHECK(dump->find("service.cpp:") != std::string::npos);
+#endif
     CHECK(a.request("still here\n", 1) == "STILL HERE\n");
     CHECK(service.running());
 }

@@ -22,8 +22,9 @@
 // "runnable": the task is queued (on a worker, "worker" set, or in the global queue) or was
 // about to run on a worker when it stopped; it shows the wait it was woken from.
 //
-// Built with -Dtask_dump=false, frames keep no record: tasks show their state and names
-// but not their wait or site.
+// The records are built in with the meson option task_dump (-Dtask_dump=true), off by
+// default for what they cost (README, "Task dumps"). Without them a dump lists the root tasks
+// with their names, kinds and states, but not their waits, sites or children.
 //
 // Errors: Runtime::dump() throws eddy::WrongThread on a worker thread (a running task's own
 // record is stale: use `co_await eddy::dump_tasks()`, which keeps the calling task suspended

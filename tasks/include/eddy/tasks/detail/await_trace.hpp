@@ -12,8 +12,11 @@
 //
 // The awaiter is found as co_await finds it, with one difference: a non-member operator
 // co_await is looked up from here (eddy::detail) and by argument-dependent lookup, not from
-// the co_await's own scope; define it in the awaitable's namespace. The meson option task_dump (on by default) compiles
-// all of it out; eddy-bench's scheduler rows measure its cost (README, "Task dumps").
+// the co_await's own scope; define it in the awaitable's namespace.
+//
+// All of it exists only with the meson option task_dump, off by default: these stores cost
+// 5-20 % on the scheduler benchmarks whose tasks do little between suspensions, and 32 bytes
+// per frame (README, "Task dumps", for the figures).
 //
 // Reading the record is safe only while no thread runs the task: Runtime::dump() stops every
 // worker between two polls (runtime/task_dump.cpp), so every frame it walks is suspended in
@@ -117,7 +120,7 @@ inline constexpr AwaitVT kAwaitVT{describer_of<A>(), nullptr,
 /// A coarse steady clock in milliseconds (wrapping at 2^32: only differences are read).
 /// Refreshed by the reactor thread before it sleeps (at least every millisecond while a worker
 /// runs), by a worker leaving park and by a dump; read (relaxed) at each suspension.
-inline std::atomic<std::uint32_t> g_coarse_ms{0};
+alignas(64) inline std::atomic<std::uint32_t> g_coarse_ms{0};  // its own line: read by every suspension
 
 inline std::uint32_t coarse_ms_of(std::chrono::steady_clock::time_point t) noexcept {
     return static_cast<std::uint32_t>(
@@ -180,12 +183,10 @@ public:
         trace.awaiter = &inner();
         trace.vt = &kAwaitVT<std::remove_cvref_t<Inner>>;
         trace.since_ms = g_coarse_ms.load(std::memory_order_relaxed);
-        try {
-            return inner().await_suspend(h);
-        } catch (...) {
-            trace.vt = &kRunning;  // not suspended after all: the frame runs on with the exception
-            throw;
-        }
+        // If it throws (or returns false), the frame runs on with a stale record until it
+        // suspends again or finishes; a dump never sees it meanwhile: a paused worker is
+        // between two polls, and a task dumping from its own poll is suspended in dump_tasks.
+        return inner().await_suspend(h);
     }
 
     decltype(auto) await_resume() { return inner().await_resume(); }

@@ -185,7 +185,7 @@ private:
 
     Scheduler& sched_;
     const std::chrono::steady_clock::time_point now_;
-    const std::uint32_t now_ms_;
+    [[maybe_unused]] const std::uint32_t now_ms_;  // read with the records only (task_dump)
     std::uint64_t next_id_ = 0;
     std::unordered_map<const FrameHeader*, std::uint64_t> root_ids_;
     std::unordered_map<void*, std::size_t> queued_;  // item -> worker

@@ -31,14 +31,19 @@ void WorkerPause::wait_out(std::size_t index, void* held) noexcept {
 
 WorkerPause::Outcome WorkerPause::pause(Scheduler& sched, const std::size_t* self, std::chrono::nanoseconds patience) {
     using namespace std::chrono_literals;
-    const auto give_up = std::chrono::steady_clock::now() + patience;
     // A dumping worker that waits for its turn stops for the dump in progress: otherwise that
-    // dump would wait for it, and it for that dump.
-    while (!dumpers_.try_lock()) {
+    // dump would wait for it, and it for that dump. Every ticket is served, even once the
+    // runtime stops (the dumpers ahead give up at once then): skipping one would stall the rest.
+    const std::uint64_t ticket = next_ticket_.fetch_add(1, std::memory_order_relaxed);
+    while (serving_.load(std::memory_order_acquire) != ticket) {
         if (self != nullptr) point(*self, nullptr);
-        if (sched.stopping()) return {false, {}};
-        std::this_thread::sleep_for(50us);
+        std::this_thread::sleep_for(20us);
     }
+    if (sched.stopping()) {
+        serving_.fetch_add(1, std::memory_order_release);
+        return {false, {}};
+    }
+    const auto give_up = std::chrono::steady_clock::now() + patience;  // from our turn on
     const std::uint32_t g = gen_.fetch_add(1, std::memory_order_seq_cst) + 1;  // odd
     const std::size_t n = sched.num_workers();
     for (std::size_t i = 0; i < n; ++i) sched.worker(i).parker().unpark();
@@ -65,7 +70,7 @@ void WorkerPause::resume() noexcept { release(); }
 void WorkerPause::release() noexcept {
     gen_.fetch_add(1, std::memory_order_release);
     syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&gen_), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
-    dumpers_.unlock();
+    serving_.fetch_add(1, std::memory_order_release);
 }
 
 } // namespace eddy::detail

@@ -6,9 +6,10 @@
 // each poll (holding the task it is about to run, which the dump then reports as runnable)
 // and each time it wakes in park(), and there writes the generation into its own slot and
 // sleeps until the generation moves on. A dump from a task (eddy::dump_tasks) runs on a
-// worker in the middle of its poll: it waits for the others only. Dumpers take turns; one
-// waiting for its turn on a worker acknowledges the running dump meanwhile, so two dumping
-// tasks cannot wait for each other.
+// worker in the middle of its poll: it waits for the others only. Dumpers take turns in the
+// order they came (a ticket each: a thread dumping in a loop cannot starve a dumping task);
+// one waiting for its turn on a worker acknowledges the running dump meanwhile, so two
+// dumping tasks cannot wait for each other.
 //
 // A worker stuck in one long poll would hold a dump forever, and that is when someone wants
 // one: pause() gives up after its patience (the workers that did stop go on at once) and
@@ -27,7 +28,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 namespace eddy::detail {
@@ -65,7 +65,7 @@ public:
 
 private:
     void wait_out(std::size_t index, void* held) noexcept;
-    void release() noexcept;  // gen_ even again, sleepers woken, the dumpers' lock released
+    void release() noexcept;  // gen_ even again, sleepers woken, the next dumper's turn
 
     struct alignas(64) Slot {
         // The generation this worker last stopped for. Release store by the worker (what it
@@ -75,7 +75,12 @@ private:
         void* held = nullptr;  // written before the release store above, read after its acquire
     };
 
-    std::mutex dumpers_;  // one dump at a time (try_lock only: see pause())
+    // One dump at a time, first come first served: a dumper takes next_ticket_ (relaxed: the
+    // ticket only orders the dumpers) and waits until serving_ shows it; release() passes the
+    // turn on (release increment, paired with the acquire load of the next dumper: the
+    // previous dump's writes to the slots happen before).
+    std::atomic<std::uint64_t> next_ticket_{0};
+    std::atomic<std::uint64_t> serving_{0};
     // Odd while a dump wants the workers paused; a futex word (paused workers sleep on it).
     // Release increments (release()) pair with the acquire loads in wait_out(); the seq_cst
     // increment in pause() is ordered before the unparks that make parked workers look.

@@ -625,7 +625,9 @@ void Reactor::sleep_in_kernel() {
     // while another worker is parked, which could have taken them at once.
     const bool batch = unparked > 0;
     const std::int64_t now = now_ns();
+#if EDDY_TASK_DUMP
     refresh_coarse_clock(now);  // how long tasks wait, for task dumps (await_trace.hpp)
+#endif
     if (batch) sched_.watchdog().check(now);  // long polls, held LIFO slots (runtime/watchdog.hpp)
     std::int64_t bound =
         batch ? (unparked == sched_.num_workers() ? kBatchWindowNs : kPartialBatchWindowNs) : unparked > 0 ? kUnflushedBoundNs : -1;

@@ -216,7 +216,6 @@ TaskDump partial_dump(Scheduler& sched, std::vector<std::size_t> busy) {
 
 TaskDump dump_scheduler(Scheduler& sched, bool from_worker, std::chrono::nanoseconds patience) {
     const std::size_t self = from_worker ? current_worker()->index() : 0;
-    if (sched.stopping()) throw RuntimeStopped("eddy: task dump of a runtime that is shutting down");
     WorkerPause::Outcome paused = sched.pause().pause(sched, from_worker ? &self : nullptr, patience);
     if (!paused.ok) throw RuntimeStopped("eddy: task dump of a runtime that is shutting down");
     if (!paused.busy.empty()) return partial_dump(sched, std::move(paused.busy));

@@ -56,7 +56,6 @@ void TaskGroup::dump_members(detail::DumpWait& d) const {
 
 void TaskGroup::spawn(Task<void> child, std::string_view name) {
     if (!child) throw BrokenTask("eddy::TaskGroup::spawn: the task is empty (moved-from or already awaited)");
-    detail::require_worker("eddy::TaskGroup::spawn");
     detail::name_task(detail::TaskAccess::get(child), name);  // on failure `child` still owns its frame
     spawn(std::move(child));
 }

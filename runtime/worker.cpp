@@ -217,7 +217,9 @@ void Worker::park() {
     while (!sched_.stopping()) {
         parker_.park();
         sched_.pause().point(index_, nullptr);  // a task dump wakes every worker (worker_pause.hpp)
+#if EDDY_TASK_DUMP
         refresh_coarse_clock(std::chrono::steady_clock::now());  // what waits from now on is timed from here
+#endif
         if (idle.transition_from_parked(index_)) {
             stats_.unparks.add();
             // The long-poll detector watches every poll, not only those with a task in the

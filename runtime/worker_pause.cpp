@@ -54,20 +54,18 @@ WorkerPause::Outcome WorkerPause::pause(Scheduler& sched, const std::size_t* sel
             if ((self == nullptr || *self != i) && slots_[i].acked.load(std::memory_order_acquire) != g) out.busy.push_back(i);
         if (out.busy.empty()) return out;
         if (sched.stopping()) {
-            release();
+            resume();
             return {false, {}};
         }
         if (std::chrono::steady_clock::now() >= give_up) {
-            release();
+            resume();
             return out;
         }
         std::this_thread::sleep_for(20us);
     }
 }
 
-void WorkerPause::resume() noexcept { release(); }
-
-void WorkerPause::release() noexcept {
+void WorkerPause::resume() noexcept {
     gen_.fetch_add(1, std::memory_order_release);
     syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&gen_), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
     serving_.fetch_add(1, std::memory_order_release);

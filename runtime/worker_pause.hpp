@@ -57,7 +57,8 @@ public:
         std::vector<std::size_t> busy;
     };
     Outcome pause(Scheduler& sched, const std::size_t* self, std::chrono::nanoseconds patience);
-    /// The dumper, after a pause() that stopped every worker: lets them go.
+    /// The dumper, after a pause() that stopped every worker: lets them go (gen_ even again,
+    /// sleepers woken, the next dumper's turn). pause() calls it itself when it gives up.
     void resume() noexcept;
 
     /// While paused: the task worker `i` held when it stopped (null: none).
@@ -65,7 +66,6 @@ public:
 
 private:
     void wait_out(std::size_t index, void* held) noexcept;
-    void release() noexcept;  // gen_ even again, sleepers woken, the next dumper's turn
 
     struct alignas(64) Slot {
         // The generation this worker last stopped for. Release store by the worker (what it
@@ -76,13 +76,13 @@ private:
     };
 
     // One dump at a time, first come first served: a dumper takes next_ticket_ (relaxed: the
-    // ticket only orders the dumpers) and waits until serving_ shows it; release() passes the
+    // ticket only orders the dumpers) and waits until serving_ shows it; resume() passes the
     // turn on (release increment, paired with the acquire load of the next dumper: the
     // previous dump's writes to the slots happen before).
     std::atomic<std::uint64_t> next_ticket_{0};
     std::atomic<std::uint64_t> serving_{0};
     // Odd while a dump wants the workers paused; a futex word (paused workers sleep on it).
-    // Release increments (release()) pair with the acquire loads in wait_out(); the seq_cst
+    // Release increments (resume()) pair with the acquire loads in wait_out(); the seq_cst
     // increment in pause() is ordered before the unparks that make parked workers look.
     alignas(64) std::atomic<std::uint32_t> gen_{0};
     static_assert(sizeof(std::atomic<std::uint32_t>) == 4, "gen_ is a futex word");

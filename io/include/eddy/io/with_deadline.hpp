@@ -81,8 +81,7 @@ struct DeadlineSpec {
     bool relative;
     std::int64_t resolve() const noexcept {
         if (!relative) return ns;
-        const std::int64_t now = deadline_now_ns();
-        return ns >= kNoDeadline - 1 - now ? kNoDeadline - 1 : now + ns;
+        return std::min(add_saturated(deadline_now_ns(), std::chrono::nanoseconds(ns)), kNoDeadline - 1);
     }
 };
 

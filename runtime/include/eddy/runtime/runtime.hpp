@@ -79,10 +79,8 @@ public:
     template <class T>
     JoinHandle<T> spawn(Task<T> task, std::string_view name) {
         if (!task) throw BrokenTask("eddy::Runtime::spawn: the task is empty (moved-from or already awaited)");
-        detail::name_task(detail::TaskAccess::get(task), name);
-        auto h = detail::TaskAccess::release(task);
-        detail::spawn_root(scheduler_.get(), h.promise(), h);
-        return JoinHandle<T>(detail::header_of(h.address()));
+        detail::name_task(detail::TaskAccess::get(task), name);  // on failure `task` still owns its frame
+        return spawn(std::move(task));
     }
 
     /// spawn() for a task that can be aborted (eddy::spawn_abortable), from any thread.

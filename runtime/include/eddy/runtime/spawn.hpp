@@ -35,10 +35,8 @@ JoinHandle<T> spawn(Task<T> task) {
 template <class T>
 JoinHandle<T> spawn(Task<T> task, std::string_view name) {
     if (!task) throw BrokenTask("eddy::spawn: the task is empty (moved-from or already awaited)");
-    detail::name_task(detail::TaskAccess::get(task), name);
-    auto h = detail::TaskAccess::release(task);
-    detail::spawn_root(detail::current_scheduler(), h.promise(), h);
-    return JoinHandle<T>(detail::header_of(h.address()));
+    detail::name_task(detail::TaskAccess::get(task), name);  // on failure `task` still owns its frame
+    return spawn(std::move(task));
 }
 
 /// spawn(), for a task that can be aborted: the handle's abort() and abort_handle() work

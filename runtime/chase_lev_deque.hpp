@@ -12,6 +12,12 @@
 //     standalone thread fences; it does model seq_cst accesses, so every synchronization
 //     here is visible to it. Slots are relaxed atomics: a thief may read a slot the owner is
 //     about to reuse, and discards what it read when its CAS on `top` fails.
+//   * Items of more than one word. A slot is as many relaxed 64-bit atomic words as the item
+//     needs (the run queues hold a task and the time it was woken: queue_item.hpp). The
+//     argument above does not depend on the slot's width: the owner writes every word
+//     before its release store of `bottom` publishes them, never rewrites a slot a thief
+//     may still validate (push's acquire load of `top`), and a thief keeps what it read
+//     only when its CAS on `top` succeeds, so it never keeps a torn item.
 //
 // Thread safety:
 //   * Owner thread only: push(), pop(), pop_top_batch().
@@ -36,6 +42,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -45,12 +52,13 @@ namespace eddy::detail {
 
 template <class T>
 class ChaseLevDeque {
-    static_assert(std::is_trivially_copyable_v<T> && std::atomic<T>::is_always_lock_free,
-                  "slots are lock-free atomics");
+    static_assert(std::is_trivially_copyable_v<T> && std::atomic<std::uint64_t>::is_always_lock_free,
+                  "items are copied word by word through lock-free atomics");
+    static constexpr std::size_t kWords = (sizeof(T) + 7) / 8;
 
 public:
     explicit ChaseLevDeque(std::size_t capacity)
-        : mask_(capacity - 1), slots_(std::make_unique<std::atomic<T>[]>(capacity)) {
+        : mask_(capacity - 1), slots_(std::make_unique<std::atomic<std::uint64_t>[]>(capacity * kWords)) {
         if (capacity < 2 || !std::has_single_bit(capacity))
             throw std::invalid_argument("ChaseLevDeque capacity must be a power of two >= 2");
     }
@@ -64,7 +72,7 @@ public:
         // slot at index t happens before we overwrite that slot (index t + capacity).
         const std::int64_t t = top_.load(std::memory_order_acquire);
         if (b - t > static_cast<std::int64_t>(mask_)) return false;
-        slots_[static_cast<std::size_t>(b) & mask_].store(x, std::memory_order_relaxed);
+        store_slot(b, x);
         // Release: publishes the slot (and everything the owner did to the item) to thieves;
         // pairs with the seq_cst load of bottom in steal_into().
         bottom_.store(b + 1, std::memory_order_release);
@@ -84,7 +92,7 @@ public:
             bottom_.store(b + 1, std::memory_order_release);
             return false;
         }
-        T x = slots_[static_cast<std::size_t>(b) & mask_].load(std::memory_order_relaxed);
+        T x = load_slot(b);
         if (t == b) {
             // Last item: race the thieves for it. Seq_cst: pairs with their CAS on top.
             const bool won =
@@ -103,7 +111,7 @@ public:
     void for_each_quiescent(F& f) const {
         const std::int64_t t = top_.load(std::memory_order_acquire);
         const std::int64_t b = bottom_.load(std::memory_order_acquire);
-        for (std::int64_t i = t; i < b; ++i) f(slots_[static_cast<std::size_t>(i) & mask_].load(std::memory_order_relaxed));
+        for (std::int64_t i = t; i < b; ++i) f(load_slot(i));
     }
 
     /// Owner or thief: takes the oldest item (the top), like a single steal. The owner uses
@@ -112,7 +120,7 @@ public:
         std::int64_t t = top_.load(std::memory_order_seq_cst);       // as in steal_into()
         const std::int64_t b = bottom_.load(std::memory_order_seq_cst);
         if (t >= b) return false;
-        T x = slots_[static_cast<std::size_t>(t) & mask_].load(std::memory_order_relaxed);
+        T x = load_slot(t);
         // Seq_cst: pairs with pop()'s and the thieves' CAS on top.
         if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed))
             return false;
@@ -128,9 +136,7 @@ public:
         const std::int64_t b = bottom_.load(std::memory_order_relaxed);  // owner's own
         const auto avail = static_cast<std::size_t>(b - t);
         if (n > avail) n = avail;
-        for (std::size_t i = 0; i < n; ++i)
-            out[i] = slots_[static_cast<std::size_t>(t + static_cast<std::int64_t>(i)) & mask_].load(
-                std::memory_order_relaxed);
+        for (std::size_t i = 0; i < n; ++i) out[i] = load_slot(t + static_cast<std::int64_t>(i));
         // Seq_cst: orders against thieves' CAS on top; on failure nothing was taken.
         if (n == 0 || !top_.compare_exchange_strong(t, t + static_cast<std::int64_t>(n),
                                                     std::memory_order_seq_cst, std::memory_order_relaxed))
@@ -156,7 +162,7 @@ public:
                 // dst belongs to this thread, so its free room can only grow meanwhile.
                 want = std::min(static_cast<std::size_t>(b - t + 1) / 2, dst.capacity() - dst.size() + 1);
             }
-            T x = slots_[static_cast<std::size_t>(t) & mask_].load(std::memory_order_relaxed);
+            T x = load_slot(t);
             // Seq_cst: pairs with the owner's CAS in pop()/pop_top_batch() and other thieves'.
             if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed)) {
                 ++retries;
@@ -184,11 +190,27 @@ public:
     bool empty() const noexcept { return size() == 0; }
 
 private:
+    // Relaxed, word by word: see "Items of more than one word" above.
+    void store_slot(std::int64_t index, const T& x) noexcept {
+        std::uint64_t words[kWords] = {};
+        std::memcpy(words, &x, sizeof(T));
+        std::atomic<std::uint64_t>* slot = &slots_[(static_cast<std::size_t>(index) & mask_) * kWords];
+        for (std::size_t i = 0; i < kWords; ++i) slot[i].store(words[i], std::memory_order_relaxed);
+    }
+    T load_slot(std::int64_t index) const noexcept {
+        std::uint64_t words[kWords];
+        const std::atomic<std::uint64_t>* slot = &slots_[(static_cast<std::size_t>(index) & mask_) * kWords];
+        for (std::size_t i = 0; i < kWords; ++i) words[i] = slot[i].load(std::memory_order_relaxed);
+        T x;
+        std::memcpy(&x, words, sizeof(T));
+        return x;
+    }
+
     // Separate cache lines: thieves hammer top, the owner hammers bottom.
     alignas(64) std::atomic<std::int64_t> top_{0};
     alignas(64) std::atomic<std::int64_t> bottom_{0};
     alignas(64) const std::size_t mask_;
-    const std::unique_ptr<std::atomic<T>[]> slots_;
+    const std::unique_ptr<std::atomic<std::uint64_t>[]> slots_;
 };
 
 } // namespace eddy::detail

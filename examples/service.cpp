@@ -101,12 +101,16 @@ std::string answer(std::string_view line, const Service& service) {
     if (line == "PING") return "PONG\n";
     if (line == "STATS") {
         const eddy::RuntimeMetrics m = service.rt.metrics();
-        char out[256];
+        const eddy::DurationHistogram delay = m.scheduling_delay();  // wake-up to poll
+        const auto us = [](std::chrono::nanoseconds d) { return static_cast<long long>(d.count() / 1000); };
+        char out[320];
         std::snprintf(out, sizeof out,
                       "workers=%zu tasks_spawned=%" PRIu64 " tasks_alive=%" PRIu64 " polled=%" PRIu64
-                      " steals=%" PRIu64 " io_operations=%" PRIu64 " connections=%zu\n",
+                      " steals=%" PRIu64 " io_operations=%" PRIu64 " sched_delay_p50_us=%lld sched_delay_p99_us=%lld"
+                      " sched_delay_max_us=%lld connections=%zu\n",
                       m.workers.size(), m.tasks_spawned, m.tasks_alive, m.total(&eddy::WorkerMetrics::tasks_polled),
-                      m.total(&eddy::WorkerMetrics::steals), m.reactor.operations, service.open.load());
+                      m.total(&eddy::WorkerMetrics::steals), m.reactor.operations, us(delay.percentile(0.5)),
+                      us(delay.percentile(0.99)), us(delay.max()), service.open.load());
         return out;
     }
     std::string upper(line);

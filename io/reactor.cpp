@@ -79,7 +79,7 @@ bool pollable(IoKind k) noexcept {
 } // namespace
 
 Reactor::Reactor(Scheduler& sched, unsigned ring_entries)
-    : sched_(sched), virtual_(sched.clock().is_virtual()), token_(sched.inject()) {
+    : sched_(sched), virtual_(sched.clock().is_virtual()), token_(sched.global_wakes()) {
     constexpr unsigned kMaxCqEntries = 65536;  // the kernel's limit (IORING_MAX_CQ_ENTRIES)
     const unsigned cq_entries = ring_entries < kMaxCqEntries / 4 ? ring_entries * 4 : kMaxCqEntries;
     // A CQ four times the SQ (at most the kernel's maximum): completions of earlier batches

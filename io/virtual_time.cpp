@@ -56,7 +56,7 @@ bool Reactor::virtual_time(std::int64_t timer, bool batch, std::int64_t& bound) 
 bool Reactor::quiet() const {
     // The order matters: see step 1 above. Seq_cst loads of the idle state and the inbox.
     return sched_.blocking().busy() == 0 && sched_.idle().num_unparked() == 0 &&
-           sched_.inject().size_approx() == 0 && inbox_.load(std::memory_order_seq_cst) == nullptr;
+           sched_.global_depth() == 0 && inbox_.load(std::memory_order_seq_cst) == nullptr;
 }
 
 bool Reactor::virtual_step() {

@@ -24,19 +24,29 @@ namespace {
 }
 } // namespace
 
-void InjectQueue::push(void* item) {
+void InjectQueue::push(QueueItem item) {
     publish(&item, 1);
     IgnoreScope ignore;
     if (!queue_->enqueue(item)) out_of_memory();
 }
 
-void InjectQueue::push_bulk(ProducerToken& token, void* const* items, std::size_t n) {
+void InjectQueue::push_bulk(ProducerToken& token, const QueueItem* items, std::size_t n) {
     publish(items, n);
     IgnoreScope ignore;
     if (!queue_->enqueue_bulk(token.get(), items, n)) out_of_memory();
 }
 
-std::size_t InjectQueue::pop_bulk(ConsumerToken& token, void** out, std::size_t max) {
+void InjectQueue::push_bulk_woken(ProducerToken& token, void* const* tasks, std::size_t n, std::uint64_t stamp) {
+    QueueItem chunk[64];
+    for (std::size_t done = 0; done < n;) {
+        const std::size_t k = n - done < 64 ? n - done : 64;
+        for (std::size_t i = 0; i < k; ++i) chunk[i] = QueueItem{tasks[done + i], stamp};
+        push_bulk(token, chunk, k);
+        done += k;
+    }
+}
+
+std::size_t InjectQueue::pop_bulk(ConsumerToken& token, QueueItem* out, std::size_t max) {
     std::size_t n;
     {
         IgnoreScope ignore;
@@ -46,7 +56,7 @@ std::size_t InjectQueue::pop_bulk(ConsumerToken& token, void** out, std::size_t 
     return n;
 }
 
-std::size_t InjectQueue::pop_bulk(void** out, std::size_t max) {
+std::size_t InjectQueue::pop_bulk(QueueItem* out, std::size_t max) {
     std::size_t n;
     {
         IgnoreScope ignore;

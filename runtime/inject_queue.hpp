@@ -1,8 +1,10 @@
 // runtime/inject_queue.hpp: the global injection queue, over moodycamel::ConcurrentQueue.
 //
-// It takes tasks spawned from outside the runtime and the overflow of full worker deques, and
-// every worker drains it. Order: FIFO per producer only (moodycamel's guarantee), which is
-// all the scheduler needs: nothing in eddy relies on global FIFO across producers.
+// It takes what the reactor completes, tasks spawned or woken from outside the runtime and
+// the overflow of full worker queues, and every worker drains it. Its items are QueueItems
+// (queue_item.hpp: a task and when it was woken). Order: FIFO per producer only
+// (moodycamel's guarantee), which is all the scheduler needs: nothing in eddy relies on
+// global FIFO across producers.
 //
 // # ThreadSanitizer: the one allowed exception in eddy
 // ConcurrentQueue synchronizes with standalone thread fences, which TSan does not
@@ -11,8 +13,8 @@
 // -Werror). So, in TSan builds only, this adapter
 //   1. tells TSan to ignore every memory access made inside the queue's own calls
 //      (AnnotateIgnoreReadsBegin/End, AnnotateIgnoreWritesBegin/End), and
-//   2. publishes the hand-off itself: __tsan_release(item) before an item is enqueued and
-//      __tsan_acquire(item) after it is dequeued. The item is a coroutine frame address, so
+//   2. publishes the hand-off itself: __tsan_release(task) before an item is enqueued and
+//      __tsan_acquire(task) after it is dequeued. The task is a coroutine frame address, so
 //      TSan sees "everything the producer did to the frame happens before the consumer runs
 //      it", which is exactly the guarantee the queue gives for real.
 // The -Wtsan warning is silenced for the queue's header only (the pragma below). eddy's own
@@ -20,6 +22,7 @@
 #pragma once
 
 #include "runtime/private.hpp"
+#include "runtime/queue_item.hpp"
 
 #include <cstddef>
 #include <memory>
@@ -79,7 +82,7 @@ public:
 
     InjectQueue() {
         IgnoreScope ignore;
-        queue_ = std::make_unique<moodycamel::ConcurrentQueue<void*>>();
+        queue_ = std::make_unique<moodycamel::ConcurrentQueue<QueueItem>>();
     }
     ~InjectQueue() {
         IgnoreScope ignore;
@@ -89,13 +92,15 @@ public:
     InjectQueue& operator=(const InjectQueue&) = delete;
 
     /// Any thread (implicit per-thread producer).
-    void push(void* item);
-    /// A worker moving its overflow, with its own producer token.
-    void push_bulk(ProducerToken& token, void* const* items, std::size_t n);
+    void push(QueueItem item);
+    /// A worker's overflow: with the caller's own producer token.
+    void push_bulk(ProducerToken& token, const QueueItem* items, std::size_t n);
+    /// The reactor's completions: `n` tasks woken at `stamp` (queue_item.hpp).
+    void push_bulk_woken(ProducerToken& token, void* const* tasks, std::size_t n, std::uint64_t stamp);
     /// Any worker: up to `max` items into `out`; returns how many.
-    std::size_t pop_bulk(ConsumerToken& token, void** out, std::size_t max);
-    /// Without a token: shutdown drains and tests.
-    std::size_t pop_bulk(void** out, std::size_t max);
+    std::size_t pop_bulk(ConsumerToken& token, QueueItem* out, std::size_t max);
+    /// Without a token: shutdown drains, task dumps and tests.
+    std::size_t pop_bulk(QueueItem* out, std::size_t max);
     /// An estimate; exact when no producer or consumer is active.
     std::size_t size_approx() const;
 
@@ -113,21 +118,21 @@ private:
         IgnoreScope(const IgnoreScope&) = delete;
         IgnoreScope& operator=(const IgnoreScope&) = delete;
     };
-    static void publish(void* const* items, std::size_t n) {
-        for (std::size_t i = 0; i < n; ++i) __tsan_release(items[i]);
+    static void publish(const QueueItem* items, std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i) __tsan_release(items[i].task);
     }
-    static void consume(void* const* items, std::size_t n) {
-        for (std::size_t i = 0; i < n; ++i) __tsan_acquire(items[i]);
+    static void consume(const QueueItem* items, std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i) __tsan_acquire(items[i].task);
     }
 #else
     struct IgnoreScope {
         IgnoreScope() noexcept {}  // user-provided: keeps -Wunused-variable quiet at uses
     };
-    static void publish(void* const*, std::size_t) noexcept {}
-    static void consume(void* const*, std::size_t) noexcept {}
+    static void publish(const QueueItem*, std::size_t) noexcept {}
+    static void consume(const QueueItem*, std::size_t) noexcept {}
 #endif
 
-    std::unique_ptr<moodycamel::ConcurrentQueue<void*>> queue_;
+    std::unique_ptr<moodycamel::ConcurrentQueue<QueueItem>> queue_;
 };
 
 } // namespace eddy::detail

@@ -1,6 +1,7 @@
 // runtime/metrics.cpp: RuntimeMetrics::to_string (see eddy/runtime/metrics.hpp).
 #include <eddy/runtime/metrics.hpp>
 
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 
@@ -14,16 +15,24 @@ std::string RuntimeMetrics::to_string() const {
                   " global_queue_depth=%zu\n",
                   workers.size(), tasks_spawned, tasks_completed, tasks_alive, global_queue_depth);
     out += line;
+    const DurationHistogram delay = scheduling_delay();
+    const auto us = [](std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e3; };
+    std::snprintf(line, sizeof line,
+                  "scheduling_delay: count=%" PRIu64 " p50_us=%.1f p99_us=%.1f max_us=%.1f mean_us=%.1f\n",
+                  delay.count(), us(delay.percentile(0.5)), us(delay.percentile(0.99)), us(delay.max()),
+                  us(delay.mean()));
+    out += line;
     for (std::size_t i = 0; i < workers.size(); ++i) {
         const WorkerMetrics& w = workers[i];
         std::snprintf(line, sizeof line,
                       "worker %zu: polled=%" PRIu64 " spawned=%" PRIu64 " completed=%" PRIu64 " steal_attempts=%" PRIu64
                       " steals=%" PRIu64 " stolen=%" PRIu64 " global_takes=%" PRIu64 " parks=%" PRIu64
                       " unparks=%" PRIu64 " overflows=%" PRIu64 " overflowed=%" PRIu64 " budget_yields=%" PRIu64
-                      " slow_polls=%" PRIu64 " queue_depth=%zu\n",
+                      " slow_polls=%" PRIu64 " queue_depth=%zu delay_p99_us=%.1f delay_max_us=%.1f\n",
                       i, w.tasks_polled, w.tasks_spawned, w.tasks_completed, w.steal_attempts, w.steals,
                       w.tasks_stolen, w.global_queue_takes, w.parks, w.unparks, w.overflows, w.tasks_overflowed,
-                      w.budget_yields, w.slow_polls, w.local_queue_depth);
+                      w.budget_yields, w.slow_polls, w.local_queue_depth, us(w.scheduling_delay.percentile(0.99)),
+                      us(w.scheduling_delay.max()));
         out += line;
     }
     std::snprintf(line, sizeof line,

@@ -63,6 +63,8 @@ void schedule_runnable_on(Scheduler* sched, Runnable* r) noexcept { sched->sched
 
 void schedule_local(std::coroutine_handle<> frame) noexcept { current_worker()->push_local(frame.address()); }
 
+void schedule_woken_local(std::coroutine_handle<> frame) noexcept { current_worker()->push_woken(frame.address()); }
+
 void notify_local_work() noexcept {
     Scheduler& s = current_worker()->scheduler();
     if (s.num_workers() > 1) s.notify_parked();

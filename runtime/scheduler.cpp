@@ -126,6 +126,7 @@ Scheduler::Scheduler(std::size_t workers, RuntimeConfig config)
       blocking_(config_),
       pause_(workers),
       clock_(config_.clock) {
+    calibrate_sched_ticks();  // once per process: the scheduling-delay histograms' clock
     workers_.reserve(workers);
     for (std::size_t i = 0; i < workers; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
     watchdog_ = std::make_unique<Watchdog>(*this);
@@ -182,8 +183,10 @@ void Scheduler::shutdown() {
 
     // Step 3.
     for (auto& w : workers_) w->clear_queues();
-    void* drained[64];
-    while (inject_.pop_bulk(drained, 64) > 0) {
+    QueueItem drained[64];
+    while (global_wakes_.pop_bulk(drained, 64) > 0) {
+    }
+    while (global_spawns_.pop_bulk(drained, 64) > 0) {
     }
 
     // Step 4. Loop: destroying a frame never registers a task (spawns are refused now), but
@@ -235,7 +238,7 @@ void Scheduler::spawn(PromiseBase& p, std::coroutine_handle<> frame) {
     }
     registry_.insert(h, reinterpret_cast<std::uintptr_t>(h) / alignof(FrameHeader));
     external_spawned_.fetch_add(1, std::memory_order_relaxed);
-    inject_.push(frame.address());
+    global_spawns_.push(QueueItem{frame.address(), 0});
     notify_parked();
     // Release: pairs with shutdown()'s acquire load; our push happens before its drain.
     external_.fetch_sub(1, std::memory_order_release);
@@ -243,16 +246,16 @@ void Scheduler::spawn(PromiseBase& p, std::coroutine_handle<> frame) {
 
 void Scheduler::schedule_item(void* item) noexcept {
     if (Worker* w = current_worker(); w != nullptr && &w->scheduler() == this) {
-        if (w->schedule_next(item) && workers_.size() > 1) notify_parked();
+        if (w->schedule_woken(item) && workers_.size() > 1) notify_parked();
         return;
     }
-    inject_.push(item);
+    global_wakes_.push(QueueItem{item, sched_ticks()});
     notify_parked();
 }
 
 void Scheduler::schedule_external(InjectQueue::ProducerToken& token, void* const* frames,
                                   std::size_t n) noexcept {
-    inject_.push_bulk(token, frames, n);
+    global_wakes_.push_bulk_woken(token, frames, n, sched_ticks());
     notify_parked();
 }
 
@@ -262,12 +265,12 @@ void Scheduler::notify_parked() noexcept {
 
 void Scheduler::notify_if_work_pending() noexcept {
     for (auto& w : workers_) {
-        if (!w->deque().empty()) {
+        if (w->has_queued()) {
             notify_parked();
             return;
         }
     }
-    if (inject_.size_approx() > 0) notify_parked();
+    if (global_depth() > 0) notify_parked();
 }
 
 RuntimeMetrics Scheduler::metrics() const {
@@ -283,7 +286,7 @@ RuntimeMetrics Scheduler::metrics() const {
     m.tasks_spawned = external_spawned_.load(std::memory_order_relaxed) + m.total(&WorkerMetrics::tasks_spawned);
     m.tasks_completed = completed;
     m.tasks_alive = m.tasks_spawned > completed + destroyed ? m.tasks_spawned - completed - destroyed : 0;
-    m.global_queue_depth = inject_.size_approx();
+    m.global_queue_depth = global_depth();
     if (driver_) m.reactor = driver_->metrics();
     const BlockingFigures b = blocking_.figures();
     m.blocking_threads = b.threads;

@@ -94,8 +94,8 @@ public:
     void schedule(std::coroutine_handle<> frame) noexcept { schedule_item(frame.address()); }
     /// The same for any queue item: a frame's address or a tagged Runnable (scheduler_api.hpp).
     void schedule_item(void* item) noexcept;
-    /// Off-worker threads (the reactor): queues `n` frames on the injection queue with one
-    /// bulk push and wakes a worker if none is searching.
+    /// Off-worker threads (the reactor): queues `n` frames woken now on the injection queue
+    /// with one bulk push and wakes a worker if none is searching.
     void schedule_external(InjectQueue::ProducerToken& token, void* const* frames, std::size_t n) noexcept;
     /// idle.hpp rule 1: wakes one parked worker if new work needs one.
     void notify_parked() noexcept;
@@ -119,7 +119,14 @@ public:
     std::uint64_t external_spawns() const noexcept { return external_spawned_.load(std::memory_order_relaxed); }
     std::size_t num_workers() const noexcept { return workers_.size(); }
     Worker& worker(std::size_t i) noexcept { return *workers_[i]; }
-    InjectQueue& inject() noexcept { return inject_; }
+    /// The global queues (inject_queue.hpp): woken tasks (the reactor's completions, wake-ups
+    /// from other threads, wake queues' overflow), and spawned ones (spawns from other
+    /// threads, spawn deques' overflow). Kept apart as the workers' own queues are
+    /// (worker.hpp): woken tasks run oldest first, spawned ones depth first.
+    InjectQueue& global_wakes() noexcept { return global_wakes_; }
+    InjectQueue& global_spawns() noexcept { return global_spawns_; }
+    /// Tasks in both (an estimate).
+    std::size_t global_depth() const { return global_wakes_.size_approx() + global_spawns_.size_approx(); }
     Idle& idle() noexcept { return idle_; }
     TaskRegistry& registry() noexcept { return registry_; }
     /// The driver's thread calls its check() while workers run (watchdog.hpp).
@@ -137,7 +144,8 @@ private:
     const RuntimeConfig config_;
     const std::uint64_t id_;
     const FinishHook root_hook_{&finish_root, this};  // every root task's completion
-    InjectQueue inject_;
+    InjectQueue global_wakes_;
+    InjectQueue global_spawns_;
     Idle idle_;
     TaskRegistry registry_;
     std::vector<std::unique_ptr<Worker>> workers_;

@@ -120,20 +120,23 @@ private:
             sched_.worker(i).for_each_queued([&](void* item) { queued_.emplace(item, i); });
             if (void* held = sched_.pause().held(i)) queued_.emplace(held, i);  // about to run there
         }
-        // The global queue cannot be looked into: take everything out, note it, put it back.
+        // The global queues cannot be looked into: take everything out, note it, put it back.
         // Every item goes back before anything that may throw: none may be lost.
-        InjectQueue& q = sched_.inject();
-        std::vector<void*> all;
+        for (InjectQueue* q : {&sched_.global_wakes(), &sched_.global_spawns()}) collect_global(*q);
+    }
+
+    void collect_global(InjectQueue& q) {
+        std::vector<QueueItem> all;
         try {
             all.reserve(q.size_approx() + 64);
         } catch (...) {
             return;  // no room to look: the global queue's tasks show their waits
         }
-        void* items[64];
+        QueueItem items[64];
         for (std::size_t n; all.size() + 64 <= all.capacity() && (n = q.pop_bulk(items, 64)) != 0;)
             all.insert(all.end(), items, items + n);  // within the reserved capacity: no throw
-        for (void* item : all) q.push(item);
-        for (void* item : all) global_.emplace(item);
+        for (const QueueItem& item : all) q.push(item);
+        for (const QueueItem& item : all) global_.emplace(item.task);
     }
 
     TaskDump::Task visit(void* frame, const char* kind, const FrameHeader* header, std::uint64_t id, std::size_t depth) {

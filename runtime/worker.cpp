@@ -27,8 +27,11 @@ Worker::Worker(Scheduler& scheduler, std::size_t index)
       unwatched_(&scheduler.unwatched_flag()),
       watch_every_poll_(scheduler.config().slow_poll_threshold.count() > 0),
       deque_(kLocalQueueCapacity),
-      producer_(scheduler.inject()),
-      consumer_(scheduler.inject()),
+      wakes_(kWakeQueueCapacity),
+      wake_producer_(scheduler.global_wakes()),
+      wake_consumer_(scheduler.global_wakes()),
+      spawn_producer_(scheduler.global_spawns()),
+      spawn_consumer_(scheduler.global_spawns()),
       global_queue_interval_(scheduler.config().global_queue_interval),
       global_countdown_(global_queue_interval_),
       rng_(0x9E3779B97F4A7C15ull * (index + 1)) {}
@@ -58,6 +61,7 @@ void Worker::run() {
         t_coop_budget = kCoopBudget;  // every poll starts with a full budget
         const std::uint64_t seq = poll_seq_.load(std::memory_order_relaxed);
         poll_seq_.store(seq + 1, std::memory_order_relaxed);  // odd: polling
+        poll_ticks_ = 0;  // this poll's wake-ups read the clock afresh (wake_stamp)
         // SAFETY: every queued item is a suspended coroutine frame, or a Runnable, that
         // nobody else will resume or run: whoever queued it handed that right over.
         run_queue_item(task);
@@ -67,66 +71,100 @@ void Worker::run() {
 }
 
 void* Worker::next_task() {
-    void* task = nullptr;
+    QueueItem item;
     ++tick_;
     if (--global_countdown_ == 0) {
+        // Neither the global queues nor the oldest spawn can starve behind local work: the
+        // global wake-ups' share joins the wake queue, and one spawned task runs now.
         global_countdown_ = global_queue_interval_;
-        if (sched_.inject().pop_bulk(consumer_, &task, 1) == 1) {
-            stats_.global_takes.add();
+        (void)pull_global_wakes();
+        if (pop_global_spawn(item) || deque_.pop_top(item)) {
             lifo_runs_ = 0;
-            return task;
-        }
-        if (deque_.pop_top(task)) {
-            lifo_runs_ = 0;
-            return task;
+            return item.task;
         }
     }
     // Relaxed first look, so that an empty slot costs no read-modify-write; acquire on the
-    // exchange pairs with the release of the one that filled it (schedule_next).
+    // exchange pairs with the release of the one that filled it (fill_slot).
     if (lifo_slot_.load(std::memory_order_relaxed) != nullptr) {
         if (void* slot = lifo_slot_.exchange(nullptr, std::memory_order_acquire)) {
             // The cap (worker.hpp): after kMaxLifoRuns slot runs in a row, the slot's task
-            // joins the deque and the oldest local task runs first. Alone, it just runs.
-            if (lifo_runs_ < kMaxLifoRuns || deque_.empty()) {
+            // joins its queue and the oldest queued task runs first: the wake queue's, else
+            // the spawn deque's. Alone, it just runs.
+            const bool woken_wait = !wakes_.empty();
+            if (lifo_runs_ < kMaxLifoRuns || (!woken_wait && deque_.empty())) {
                 ++lifo_runs_;
-                return slot;
+                return untag(slot);
             }
-            push_local(slot);
+            const std::uint64_t now = sched_ticks();  // stamps the one, times the other
+            requeue(slot, now);
             lifo_runs_ = 0;
-            if (deque_.pop_top(task)) return task;
+            if (woken_wait ? wakes_.pop_top(item) : deque_.pop_top(item)) return take(item, now);
         }
     }
     lifo_runs_ = 0;
-    if (deque_.pop(task)) return task;
-    if (pop_global_batch(task)) return task;
+    if (wakes_.pop_top(item)) return take(item);
+    if (deque_.pop(item)) return item.task;
+    if (void* task = take_global()) return task;
     // A loop, not an `if`: thieves may steal every refilled task before our pop, and the
     // yield list is private, so leaving it non-empty here would park a worker on runnable
     // tasks nobody else can see (found by the yield_now stress test with 4-slot deques).
     while (!deferred_.empty()) {
         refill_from_deferred();
-        if (deque_.pop(task)) return task;
+        if (deque_.pop(item)) return item.task;
     }
     return nullptr;
 }
 
-bool Worker::pop_global_batch(void*& out) {
-    void* batch[kGlobalBatch];
-    const std::size_t room = deque_.capacity() - deque_.size();
-    const std::size_t n = sched_.inject().pop_bulk(consumer_, batch, std::min(kGlobalBatch, room + 1));
-    if (n == 0) return false;
-    stats_.global_takes.add(n);
-    out = batch[0];
-    // Reverse order, so that LIFO pops run them in the order the global queue gave them.
-    for (std::size_t i = n; i-- > 1;) (void)deque_.push(batch[i]);  // room checked above
-    if (n > 1 && sched_.num_workers() > 1) sched_.notify_parked();  // the rest can be stolen
+std::size_t Worker::pull_global_wakes() {
+    // The share (worker.hpp, "The global queues"): the first chunk tells whether there is
+    // more than kGlobalBatch; only then is the depth estimated (a walk over its producers).
+    InjectQueue& global = sched_.global_wakes();
+    const std::size_t room = wakes_.capacity() - wakes_.size();
+    QueueItem chunk[kGlobalBatch];
+    std::size_t n = global.pop_bulk(wake_consumer_, chunk, std::min(kGlobalBatch, room));
+    std::size_t taken = n;
+    for (std::size_t i = 0; i < n; ++i) (void)wakes_.push(chunk[i]);  // in order, within room
+    if (n == kGlobalBatch) {
+        const std::size_t share =
+            std::min(room, std::max(taken, (global.size_approx() + taken) / sched_.num_workers()));
+        while (taken < share && (n = global.pop_bulk(wake_consumer_, chunk, std::min(kGlobalBatch, share - taken))) != 0) {
+            for (std::size_t i = 0; i < n; ++i) (void)wakes_.push(chunk[i]);
+            taken += n;
+        }
+    }
+    if (taken == 0) return 0;
+    stats_.global_takes.add(taken);
+    if (taken > 1 && sched_.num_workers() > 1) sched_.notify_parked();  // the rest can be stolen
+    return taken;
+}
+
+bool Worker::pop_global_spawn(QueueItem& out) {
+    if (sched_.global_spawns().pop_bulk(spawn_consumer_, &out, 1) == 0) return false;
+    stats_.global_takes.add();
     return true;
 }
 
+void* Worker::take_global() {
+    QueueItem item;
+    if (pull_global_wakes() > 0 && wakes_.pop_top(item)) return take(item);
+    // Spawned work: a batch, as many as the spawn deque has room for, pushed newest first
+    // so that its pops (newest first) run them in the order they were spawned.
+    QueueItem batch[kGlobalBatch];
+    const std::size_t room = deque_.capacity() - deque_.size() + 1;  // + the one returned
+    const std::size_t n = sched_.global_spawns().pop_bulk(spawn_consumer_, batch, std::min(kGlobalBatch, room));
+    if (n == 0) return nullptr;
+    stats_.global_takes.add(n);
+    for (std::size_t i = n; i-- > 1;) (void)deque_.push(batch[i]);  // room checked above
+    if (n > 1 && sched_.num_workers() > 1) sched_.notify_parked();  // the rest can be stolen
+    return batch[0].task;
+}
+
 void Worker::refill_from_deferred() {
-    // The oldest yielded tasks go to the deque, where idle workers can steal them; as many as
-    // fit, the rest stay in line.
+    // The oldest yielded tasks go to the spawn deque, where idle workers can steal them; as
+    // many as fit, the rest stay in line. Pushed newest first, so that the owner's pops
+    // (newest first) run them oldest first.
     const std::size_t n = std::min(deque_.capacity() - deque_.size(), deferred_.size());
-    for (std::size_t i = n; i-- > 0;) (void)deque_.push(deferred_[i]);  // room checked above
+    for (std::size_t i = n; i-- > 0;) (void)deque_.push(QueueItem{deferred_[i], 0});  // room checked above
     deferred_.erase(deferred_.begin(), deferred_.begin() + static_cast<std::ptrdiff_t>(n));
     if (n > 1 && sched_.num_workers() > 1) sched_.notify_parked();
 }
@@ -143,16 +181,19 @@ void* Worker::steal_work() {
     for (std::size_t i = 0; i < n; ++i) {
         const std::size_t victim = (start + i) % n;
         if (victim == index_) continue;
-        void* first = nullptr;
+        // The wake queue first: its tasks were woken before anything spawned since.
+        Worker& v = sched_.worker(victim);
+        QueueItem first;
         stats_.steal_attempts.add();
-        if (const std::size_t n = sched_.worker(victim).deque().steal_into(deque_, first); n > 0) {
+        std::size_t n = v.wakes_.steal_into(wakes_, first);
+        if (n == 0) n = v.deque_.steal_into(deque_, first);
+        if (n > 0) {
             stats_.steals.add();
             stats_.stolen.add(n);
-            return first;
+            return take(first);
         }
     }
-    void* task = nullptr;
-    if (pop_global_batch(task)) return task;
+    if (void* task = take_global()) return task;
     // Last, the slot of a worker stuck in a long poll (marked by the watchdog).
     for (std::size_t i = 0; i < n; ++i) {
         const std::size_t victim = (start + i) % n;
@@ -173,8 +214,9 @@ void* Worker::steal_slot() noexcept {
     const std::uint64_t stale = stale_seq_.load(std::memory_order_relaxed);
     if (stale == 0 || poll_seq_.load(std::memory_order_relaxed) != stale) return nullptr;
     if (lifo_slot_.load(std::memory_order_relaxed) == nullptr) return nullptr;
-    // Acquire: pairs with the release of schedule_next's exchange, which published the task.
-    return lifo_slot_.exchange(nullptr, std::memory_order_acquire);
+    // Acquire: pairs with the release of fill_slot's exchange, which published the task.
+    void* slot = lifo_slot_.exchange(nullptr, std::memory_order_acquire);
+    return slot != nullptr ? untag(slot) : nullptr;
 }
 
 void* Worker::spin_for_work(bool delivery_due) {
@@ -233,13 +275,18 @@ void Worker::park() {
     }
 }
 
-void Worker::push_local(void* task) noexcept {
-    while (!deque_.push(task)) {
-        // Full: move the older half to the global queue, where any worker can take it.
-        void* batch[kLocalQueueCapacity / 2];
-        const std::size_t n = deque_.pop_top_batch(batch, kLocalQueueCapacity / 2);
+void Worker::push_to(ChaseLevDeque<QueueItem>& q, QueueItem item) noexcept {
+    while (!q.push(item)) {
+        // Full: move the older half to the global queue, where any worker can take it. The
+        // items keep their stamps: a woken task's wait goes on counting there.
+        QueueItem batch[kWakeQueueCapacity / 2];
+        const std::size_t n = q.pop_top_batch(batch, q.capacity() / 2);
         if (n > 0) {
-            sched_.inject().push_bulk(producer_, batch, n);
+            if (&q == &wakes_) {
+                sched_.global_wakes().push_bulk(wake_producer_, batch, n);
+            } else {
+                sched_.global_spawns().push_bulk(spawn_producer_, batch, n);
+            }
             stats_.overflows.add();
             stats_.overflowed.add(n);
         }
@@ -261,13 +308,16 @@ WorkerMetrics Worker::metrics() const noexcept {
     m.overflows = stats_.overflows.get();
     m.tasks_overflowed = stats_.overflowed.get();
     m.budget_yields = stats_.budget_yields.get();
-    m.local_queue_depth = deque_.size();
+    m.local_queue_depth = deque_.size() + wakes_.size();
+    m.scheduling_delay = delay_.snapshot();
     return m;
 }
 
 void Worker::clear_queues() noexcept {
-    void* task = nullptr;
-    while (deque_.pop(task)) {
+    QueueItem item;
+    while (deque_.pop(item)) {
+    }
+    while (wakes_.pop(item)) {
     }
     lifo_slot_.store(nullptr, std::memory_order_relaxed);
     deferred_.clear();

@@ -1,13 +1,34 @@
-// runtime/worker.hpp: one worker thread: its deque, its run loop, stealing and parking.
+// runtime/worker.hpp: one worker thread: its queues, its run loop, stealing and parking.
 //
-// The run loop, each turn:
-//   1. next_task(): every global_queue_interval_-th turn the global queue first, else the
-//      oldest task of the own deque (so neither injected nor old local tasks can starve
-//      behind a hot LIFO end); then the LIFO slot, the own deque (LIFO), a batch from the
-//      global queue, and last the tasks that yielded (see defer()).
+// # The queues, and the order they keep
+// A worker keeps runnable tasks in four places:
+//   * the LIFO slot: the one task this worker made runnable last (a spawn or a wake-up by a
+//     task running here); it runs as soon as the current task suspends;
+//   * the wake queue (wakes_): tasks woken by a wake-up (I/O, timer, channel, lock, join,
+//     another worker), oldest first: a FIFO. The owner takes its top, thieves too;
+//   * the spawn deque (deque_): tasks spawned here and when_all's children, newest first:
+//     the owner takes its bottom, so a fork-join tree runs depth first (bounded memory,
+//     warm caches), and thieves take its top, the oldest and largest pieces of work;
+//   * the yield list (deferred_): tasks that yielded (yield_now, the cooperative budget),
+//     run when nothing else is runnable here.
+// A woken task never waits behind a task spawned after it, and never behind one woken after
+// it except for the LIFO slot's runs: that is the bound documented in the README ("How the
+// scheduler works"): a task woken on a worker waits behind at most
+//     (tasks woken before it and still queued there) x (kMaxLifoRuns + 1) + 2
+// polls of that worker. Newest first would be right for forks and is wrong for wake-ups:
+// under a steady stream of them a task woken early sinks under every task woken after it.
+// Tokio runs its whole local queue oldest first (with the LIFO slot); Go does the same with
+// `runnext`. eddy keeps the two apart so that forks stay depth first.
+//
+// # The run loop, each turn
+//   1. next_task(): every global_queue_interval_-th turn the global queue first (its oldest
+//      task runs, a share of the rest joins the wake queue), else the oldest spawned task
+//      (neither can starve behind local work); then the LIFO slot (capped, below), the wake
+//      queue's oldest, the spawn deque's newest, a batch from the global queue (into the
+//      wake queue), and last the yield list.
 //   2. Otherwise steal_work(): become a searcher (idle.hpp, rule 2), steal half of a random
-//      victim's deque, else take from the global queue; a searcher retries for a few
-//      microseconds (spin_for_work) before it parks.
+//      victim's wake queue, else half of its spawn deque, else take from the global queue; a
+//      searcher retries for a few microseconds (spin_for_work) before it parks.
 //   3. Otherwise park() until notified (idle.hpp, rule 4 closes the lost-wakeup window).
 // Operations that tasks hand to the I/O driver are flushed (Driver::flush: wake the reactor
 // if it sleeps) when the worker runs out of local work and every kDriverFlushInterval-th
@@ -16,29 +37,36 @@
 // reactor never sleeps more than a millisecond while a worker is unparked (reactor.hpp).
 // A worker that found work while searching stops searching (rule 3) before running it.
 //
+// # The global queue
+// It holds what the reactor completes (I/O, timers), spawns and wake-ups from threads that
+// are not this runtime's workers, and the overflow of full local queues. A visit takes a
+// share in proportion to its depth (depth / workers, at least kGlobalBatch, at most what the
+// wake queue has room for): the first runs, the rest join the wake queue in order. So a task
+// completed by the reactor waits for at most one interval before it reaches a worker's wake
+// queue, however deep the global queue grows.
+//
 // # The LIFO slot
-// A task that a worker schedules for itself (a spawn, a wake-up by a task running here) goes
-// to a one-task slot that only this worker reads, and runs as soon as the current task
-// suspends; the task it displaces goes to the bottom of the deque, where it can be stolen,
-// and only then is an idle worker woken. This is Tokio's LIFO slot: a chain of spawns or a
-// request/response pair stays on one warm core instead of bouncing between workers, and a
-// producer pays for a wake-up only when there is a second task to share.
-// What keeps the slot from holding a task hostage (issue 11):
+// A task that a worker schedules for itself runs next on that worker; the task it displaces
+// goes to its queue (a woken task to the wake queue, a spawned one to the spawn deque: the
+// slot's word carries which, in bit 1), where it can be stolen, and only then is an idle
+// worker woken. This is Tokio's LIFO slot: a chain of spawns or a request/response pair
+// stays on one warm core instead of bouncing between workers, and a producer pays for a
+// wake-up only when there is a second task to share.
+// What keeps the slot from holding a task hostage:
 //   * at most kMaxLifoRuns (16) slot tasks run back to back while other local tasks wait;
-//     then the slot's task joins the deque and the oldest local task runs. So a pair of
-//     tasks waking each other through the slot delays a queued task by at most 8 exchanges,
-//     not by a global_queue_interval_ (61 turns, 28 exchanges) of them. Tokio caps at 3, but
-//     each cap costs a switch to another task and, with 2 workers, often splits a pair
-//     between them; ping_pong (1 / 2 workers) against no cap, medians of 7: cap 3 0.86x /
-//     0.80x (0.68x / 0.43x in a table run), 8 0.94x / 0.96x, 16 0.96x / 1.04x, 32 0.99x /
-//     1.07x. Leaving the slot's task in place while the oldest ran was worse still.
+//     then the slot's task joins its queue and the oldest queued task runs (the wake
+//     queue's, else the spawn deque's). So a pair of tasks waking each other through the
+//     slot delays a queued task by at most 8 exchanges. Tokio caps at 3, but each cap costs
+//     a switch to another task and, with 2 workers, often splits a pair between them;
+//     ping_pong (1 / 2 workers) against no cap, medians of 7: cap 3 0.86x / 0.80x (0.68x /
+//     0.43x in a table run), 8 0.94x / 0.96x, 16 0.96x / 1.04x, 32 0.99x / 1.07x.
 //   * while the current task runs long without suspending, the watchdog (watchdog.hpp)
 //     marks the poll stale and wakes an idle worker, which may then take the slot's task:
 //     a child spawned before a long computation does not wait for it to end. The slot is
 //     an atomic for that: the owner and such a thief exchange it, and one of them gets it.
 //
-// Fields are owned by the worker thread unless marked: other threads touch only deque_
-// (steal_into, empty) and parker_ (unpark).
+// Fields are owned by the worker thread unless marked: other threads touch only deque_ and
+// wakes_ (steal_into, empty) and parker_ (unpark).
 #pragma once
 
 #include "runtime/private.hpp"
@@ -46,6 +74,8 @@
 #include "runtime/counter.hpp"
 #include "runtime/inject_queue.hpp"
 #include "runtime/parker.hpp"
+#include "runtime/queue_item.hpp"
+#include "runtime/sched_delay.hpp"
 #include <eddy/runtime/detail/spin_lock.hpp>
 #include <eddy/runtime/metrics.hpp>
 
@@ -63,10 +93,11 @@ namespace eddy::detail {
 
 class Scheduler;
 
-/// Slots per worker deque. 256 is Tokio's choice (a guess it never retuned); it keeps a
-/// deque within 2 KiB. The small_queues build option shrinks it to 4 so that overflow and
-/// steal-the-last-item paths run constantly in tests.
+/// Slots per worker queue (the spawn deque and the wake queue each). 256 is Tokio's choice (a
+/// guess it never retuned); it keeps a queue within 2 KiB. The small_queues build option
+/// shrinks it to 4 so that overflow and steal-the-last-item paths run constantly in tests.
 inline constexpr std::size_t kLocalQueueCapacity = EDDY_LOCAL_QUEUE_CAPACITY;
+inline constexpr std::size_t kWakeQueueCapacity = EDDY_LOCAL_QUEUE_CAPACITY * 4;
 
 /// How often a busy worker flushes what its tasks posted to the I/O driver (see above).
 /// Per task, the reactor went back to sleep and was woken again between two tasks; every
@@ -84,8 +115,9 @@ inline constexpr int kPausesPerRound = 64;
 /// holds (Driver::worker_out_of_work): the driver hands them over within microseconds.
 inline constexpr int kSpinRoundsForDriver = 4;
 
-/// At most this many tasks are moved from the global queue per visit: enough to amortize the
-/// queue's cost, few enough to leave work for the other workers. A guess; retune with data.
+/// A visit to the global queue takes its share, depth / workers, but at least this many (when
+/// there are), and never more than the wake queue has room for: enough to amortize the
+/// queue's cost, few enough to leave work for the other workers.
 inline constexpr std::size_t kGlobalBatch = 32;
 
 /// Slot tasks a worker runs back to back while other local tasks wait (Tokio: 3; see the
@@ -107,28 +139,20 @@ public:
     /// The thread body.
     void run();
 
-    /// Owner thread: makes `task` the next to run here (the LIFO slot). Returns true when
-    /// this displaced an earlier task into the deque, i.e. when a helper could take one.
-    bool schedule_next(void* task) noexcept {
-        // Acq_rel: release publishes the task to a thief's acquire exchange (steal_slot);
-        // acquire pairs with the release of the exchange that put the displaced one there.
-        void* displaced = lifo_slot_.exchange(task, std::memory_order_acq_rel);
-        if (displaced == nullptr) {
-            // A task now waits in the slot: if the driver sleeps without watching (every
-            // worker was parked when it went to sleep), it must watch, in case this poll
-            // runs long. Seq_cst load: the driver stores the flag, then looks at the idle
-            // state (seq_cst both), and this worker was counted unparked (a seq_cst RMW)
-            // before it ran: either the driver sees us and does not sleep unwatched, or we
-            // see the flag here.
-            if (unwatched_->load(std::memory_order_seq_cst)) wake_watchdog();
-            return false;
-        }
-        push_local(displaced);
-        return true;
+    /// Owner thread: makes the spawned `task` the next to run here (the LIFO slot). Returns
+    /// true when this displaced an earlier task into its queue, i.e. when a helper could
+    /// take one.
+    bool schedule_next(void* task) noexcept { return fill_slot(task); }
+    /// Owner thread: the same for a woken task; displaced later, it joins the wake queue.
+    bool schedule_woken(void* task) noexcept {
+        return fill_slot(reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(task) | kWokenTag));
     }
-    /// Owner thread: queues a task on this deque; half of a full deque moves to the global
-    /// queue first.
-    void push_local(void* task) noexcept;
+    /// Owner thread: queues a spawned task on the spawn deque; half of a full deque moves to
+    /// the global queue first.
+    void push_local(void* task) noexcept { push_to(deque_, QueueItem{task, 0}); }
+    /// Owner thread: queues a task woken now at the end of the wake queue (overflowing the
+    /// same way).
+    void push_woken(void* task) noexcept { push_to(wakes_, QueueItem{task, wake_stamp()}); }
     /// Owner thread: queues a task behind everything else runnable here (yield_now).
     void defer(void* task) { deferred_.push_back(task); }
     /// The running task handed the I/O driver something: flush it when the task suspends.
@@ -158,23 +182,78 @@ public:
     template <class F>
     void for_each_queued(F&& f) const {
         // Acquire: pairs with the release half of the exchanges that filled the slot.
-        if (void* t = lifo_slot_.load(std::memory_order_acquire)) f(t);
-        deque_.for_each_quiescent(f);
+        if (void* t = lifo_slot_.load(std::memory_order_acquire)) f(untag(t));
+        auto task_of = [&f](const QueueItem& item) { f(item.task); };
+        wakes_.for_each_quiescent(task_of);
+        deque_.for_each_quiescent(task_of);
         for (void* t : deferred_) f(t);
     }
 
     Scheduler& scheduler() const noexcept { return sched_; }
     std::size_t index() const noexcept { return index_; }
-    ChaseLevDeque<void*>& deque() noexcept { return deque_; }  // any thread: steal, empty
+    /// Any thread: whether either queue holds a task (an estimate while others push or steal).
+    bool has_queued() const noexcept { return !wakes_.empty() || !deque_.empty(); }
     Parker& parker() noexcept { return parker_; }                // any thread: unpark
 
 private:
+    // Bit 1 of the slot's word: the task in it was woken (it returns to the wake queue when
+    // displaced), not spawned. Frames are 16-aligned and Runnables 8-aligned; bit 0 is the
+    // Runnable tag (scheduler_api.hpp), which stays as it is.
+    static constexpr std::uintptr_t kWokenTag = 2;
+    static void* untag(void* tagged) noexcept {
+        return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(tagged) & ~kWokenTag);
+    }
+    /// Owner thread: puts `tagged` in the slot; what it displaces goes to its queue.
+    bool fill_slot(void* tagged) noexcept {
+        // Acq_rel: release publishes the task to a thief's acquire exchange (steal_slot);
+        // acquire pairs with the release of the exchange that put the displaced one there.
+        void* displaced = lifo_slot_.exchange(tagged, std::memory_order_acq_rel);
+        if (displaced == nullptr) {
+            // A task now waits in the slot: if the driver sleeps without watching (every
+            // worker was parked when it went to sleep), it must watch, in case this poll
+            // runs long. Seq_cst load: the driver stores the flag, then looks at the idle
+            // state (seq_cst both), and this worker was counted unparked (a seq_cst RMW)
+            // before it ran: either the driver sees us and does not sleep unwatched, or we
+            // see the flag here.
+            if (unwatched_->load(std::memory_order_seq_cst)) wake_watchdog();
+            return false;
+        }
+        requeue(displaced, wake_stamp());
+        return true;
+    }
+    /// A task out of the slot (tagged) goes to its queue; a woken one stamped `now`.
+    void requeue(void* tagged, std::uint64_t now) noexcept {
+        if ((reinterpret_cast<std::uintptr_t>(tagged) & kWokenTag) != 0) {
+            push_to(wakes_, QueueItem{untag(tagged), now});
+        } else {
+            push_local(tagged);
+        }
+    }
+    /// The stamp of a task woken during the current poll: one clock read per poll, at its
+    /// first wake-up (sched_delay.hpp).
+    std::uint64_t wake_stamp() noexcept {
+        if (poll_ticks_ == 0) poll_ticks_ = sched_ticks();
+        return poll_ticks_;
+    }
+    /// The task to run: a woken one's wait goes into the histogram (`now`: a clock reading
+    /// just taken, or 0).
+    void* take(const QueueItem& item, std::uint64_t now = 0) noexcept {
+        if (item.woken()) delay_.record(item.stamp, now != 0 ? now : sched_ticks());
+        return item.task;
+    }
+    void push_to(ChaseLevDeque<QueueItem>& q, QueueItem item) noexcept;
     void* next_task();
     void* steal_work();
     void* spin_for_work(bool delivery_due);
     void park();
     void leave_searching() noexcept;
-    bool pop_global_batch(void*& out);
+    /// Moves the global wake-ups' share to the end of the wake queue; returns how many.
+    std::size_t pull_global_wakes();
+    /// One task from the global spawn queue.
+    bool pop_global_spawn(QueueItem& out);
+    /// With nothing local: the global wake-ups' share (the oldest runs), else a batch of
+    /// spawned tasks (the first runs). nullptr when both are empty.
+    void* take_global();
     void refill_from_deferred();
     std::uint64_t next_random() noexcept;
 
@@ -182,13 +261,18 @@ private:
     const std::size_t index_;
     const std::atomic<bool>* const unwatched_;  // Scheduler::unwatched_flag()
     const bool watch_every_poll_;              // slow_poll_threshold set: see park()
-    ChaseLevDeque<void*> deque_;
+    ChaseLevDeque<QueueItem> deque_;  // spawned tasks: the owner pops the newest
+    ChaseLevDeque<QueueItem> wakes_;  // woken tasks: the owner pops the oldest
     Parker parker_;
-    InjectQueue::ProducerToken producer_;
-    InjectQueue::ConsumerToken consumer_;
-    // The next task to run. Exchanged by the owner, and by a thief only in a stale poll.
+    InjectQueue::ProducerToken wake_producer_;  // Scheduler::global_wakes()
+    InjectQueue::ConsumerToken wake_consumer_;
+    InjectQueue::ProducerToken spawn_producer_;  // Scheduler::global_spawns()
+    InjectQueue::ConsumerToken spawn_consumer_;
+    // The next task to run (tagged: kWokenTag). Exchanged by the owner, and by a thief only
+    // in a stale poll.
     std::atomic<void*> lifo_slot_{nullptr};
     std::uint32_t lifo_runs_ = 0;  // slot tasks run back to back
+    std::uint64_t poll_ticks_ = 0;  // wake_stamp()'s reading for this poll; 0: none yet
     // Relaxed: hints for the watchdog and thieves; the slot's exchange is what decides.
     std::atomic<std::uint64_t> poll_seq_{0};  // written by the owner only, twice per poll
     // Written by the watchdog only, rarely; on a line of its own, since searching workers
@@ -207,6 +291,7 @@ private:
     bool driver_pending_ = false;  // see note_driver_work()
     std::uint64_t rng_;
     WorkerStats stats_;
+    SchedDelayRecorder delay_;
 };
 
 /// The worker running on the calling thread, or nullptr.

@@ -62,6 +62,7 @@ void check_metrics_block(const std::string& block, const std::string& title, std
           std::string::npos);
     for (std::size_t i = 0; i < workers; ++i) CHECK(block.find("\nworker " + std::to_string(i) + ": polled=") != std::string::npos);
     CHECK(block.find("\nworker " + std::to_string(workers) + ":") == std::string::npos);
+    CHECK(block.find("\nscheduling_delay: count=") != std::string::npos);
     CHECK(block.find("\nreactor: operations=") != std::string::npos);
     CHECK(block.find("\nblocking: threads=") != std::string::npos);
 }
@@ -86,6 +87,7 @@ TEST_CASE("service answers PING, STATS and echoes upper-cased, on several connec
     INFO("STATS: " << stats);
     CHECK(starts_with(stats, "workers=2 tasks_spawned="));
     CHECK(stats.find(" connections=2\n") != std::string::npos);
+    CHECK(stats.find(" sched_delay_p99_us=") != std::string::npos);
     CHECK(std::count(stats.begin(), stats.end(), '\n') == 1);
 
     service.signal(SIGTERM);
@@ -176,8 +178,8 @@ void shutdown_on(int sig, const char* name, std::size_t open) {
     // The workers are joined before the final snapshot: every root task has finished.
     CHECK(block.find(" tasks_alive=0 ") != std::string::npos);
     CHECK(block.find(" in_flight=0 ") != std::string::npos);
-    // header, runtime, workers, reactor, blocking pool
-    CHECK(std::count(block.begin(), block.end(), '\n') == 1 + 1 + 2 + 1 + 1);
+    // header, runtime, scheduling delay, workers, reactor, blocking pool
+    CHECK(std::count(block.begin(), block.end(), '\n') == 1 + 1 + 1 + 2 + 1 + 1);
 }
 
 } // namespace

@@ -1,7 +1,8 @@
 // tests/runtime/inject_queue_test.cpp: white-box tests of runtime/inject_queue.hpp.
 //
-// The queue carries coroutine frame addresses; here it carries the addresses of the bytes of
-// one array, so that an item maps back to its index and, in TSan builds, the adapter's
+// The queue carries QueueItems (a coroutine frame address and a stamp); here the addresses of
+// the bytes of one array, each with its index + 1 as the stamp, so that an item maps back to
+// its index, the stamp is seen to travel with it, and, in TSan builds, the adapter's
 // __tsan_release/__tsan_acquire calls get real application addresses as they do in eddy.
 // Order is promised per producer only (moodycamel's guarantee), so no test relies on order
 // across producers. The multi-producer multi-consumer case checks that every item arrives
@@ -13,11 +14,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <thread>
 #include <vector>
 
 using eddy::detail::InjectQueue;
+using eddy::detail::QueueItem;
 
 namespace {
 
@@ -25,9 +28,11 @@ namespace {
 class Items {
 public:
     explicit Items(std::size_t n) : bytes_(n) {}
-    void* at(std::size_t i) noexcept { return &bytes_[i]; }
-    std::size_t index_of(void* p) const noexcept {
-        return static_cast<std::size_t>(static_cast<const char*>(p) - bytes_.data());
+    QueueItem at(std::size_t i) noexcept { return QueueItem{&bytes_[i], i + 1}; }
+    /// The item's index; SIZE_MAX when its stamp does not match it.
+    std::size_t index_of(const QueueItem& item) const noexcept {
+        const auto i = static_cast<std::size_t>(static_cast<const char*>(item.task) - bytes_.data());
+        return item.stamp == i + 1 ? i : SIZE_MAX;
     }
     std::size_t size() const noexcept { return bytes_.size(); }
 
@@ -43,9 +48,9 @@ std::unique_ptr<Token> make_token(InjectQueue& q) {
     return std::make_unique<Token>(q);
 }
 
-std::vector<void*> drain(InjectQueue& q, std::size_t batch) {
-    std::vector<void*> out;
-    std::vector<void*> buf(batch);
+std::vector<QueueItem> drain(InjectQueue& q, std::size_t batch) {
+    std::vector<QueueItem> out;
+    std::vector<QueueItem> buf(batch);
     while (std::size_t n = q.pop_bulk(buf.data(), batch)) out.insert(out.end(), buf.begin(), buf.begin() + n);
     return out;
 }
@@ -58,7 +63,7 @@ TEST_CASE("an item pushed without a token is popped back") {
     InjectQueue q;
     Items items(1);
     q.push(items.at(0));
-    void* out[4] = {};
+    QueueItem out[4] = {};
     REQUIRE(q.pop_bulk(out, 4) == 1);
     CHECK(out[0] == items.at(0));
     CHECK(q.pop_bulk(out, 4) == 0);
@@ -66,7 +71,7 @@ TEST_CASE("an item pushed without a token is popped back") {
 
 TEST_CASE("pop_bulk on an empty queue returns zero") {
     InjectQueue q;
-    void* out[4] = {};
+    QueueItem out[4] = {};
     CHECK(q.pop_bulk(out, 4) == 0);
     auto consumer = make_token<InjectQueue::ConsumerToken>(q);
     CHECK(q.pop_bulk(*consumer, out, 4) == 0);
@@ -76,7 +81,7 @@ TEST_CASE("pop_bulk takes no more than max items") {
     InjectQueue q;
     Items items(10);
     for (std::size_t i = 0; i < items.size(); ++i) q.push(items.at(i));
-    void* out[10] = {};
+    QueueItem out[10] = {};
     CHECK(q.pop_bulk(out, 3) == 3);
     CHECK(drain(q, 4).size() == 7);
 }
@@ -84,14 +89,14 @@ TEST_CASE("pop_bulk takes no more than max items") {
 TEST_CASE("push_bulk with a producer token and pop_bulk with a consumer token round-trip every item in order") {
     InjectQueue q;
     Items items(1000);  // several of moodycamel's blocks
-    std::vector<void*> in;
+    std::vector<QueueItem> in;
     for (std::size_t i = 0; i < items.size(); ++i) in.push_back(items.at(i));
     auto producer = make_token<InjectQueue::ProducerToken>(q);
     for (std::size_t i = 0; i < in.size(); i += 100) q.push_bulk(*producer, in.data() + i, 100);
 
     auto consumer = make_token<InjectQueue::ConsumerToken>(q);
-    std::vector<void*> out;
-    void* buf[17];
+    std::vector<QueueItem> out;
+    QueueItem buf[17];
     while (std::size_t n = q.pop_bulk(*consumer, buf, 17)) out.insert(out.end(), buf, buf + n);
     CHECK(out == in);
 }
@@ -108,17 +113,18 @@ TEST_CASE("items from each producer come out in the order that producer pushed t
     {
         auto producer = make_token<InjectQueue::ProducerToken>(q);
         for (std::size_t i = 0; i < 1000; i += 10) {
-            void* batch[10];
+            QueueItem batch[10];
             for (std::size_t j = 0; j < 10; ++j) batch[j] = items.at(1000 + i + j);
             q.push_bulk(*producer, batch, 10);
             for (std::size_t j = 0; j < 10; ++j) q.push(items.at(2000 + i + j));
         }
         other.join();
-        const std::vector<void*> out = drain(q, 7);
+        const std::vector<QueueItem> out = drain(q, 7);
         REQUIRE(out.size() == 3000);
         std::vector<std::size_t> per_producer[3];
-        for (void* p : out) {
+        for (const QueueItem& p : out) {
             const std::size_t i = items.index_of(p);
+            REQUIRE(i != SIZE_MAX);
             per_producer[i / 1000].push_back(i);
         }
         for (auto& seq : per_producer) {
@@ -134,7 +140,7 @@ TEST_CASE("size_approx is exact when nobody else uses the queue") {
     CHECK(q.size_approx() == 0);
     for (std::size_t i = 0; i < items.size(); ++i) q.push(items.at(i));
     CHECK(q.size_approx() == 5);
-    void* out[2];
+    QueueItem out[2];
     REQUIRE(q.pop_bulk(out, 2) == 2);
     CHECK(q.size_approx() == 3);
     CHECK(drain(q, 8).size() == 3);
@@ -153,6 +159,7 @@ TEST_CASE("with four producers and three consumers every item is received exactl
     std::atomic<std::size_t> received{0};
     std::atomic<int> producers_left{static_cast<int>(kProducers)};
     std::atomic<int> out_of_order{0};
+    std::atomic<int> mismatched{0};
 
     std::vector<std::thread> threads;
     for (std::size_t p = 0; p < kProducers; ++p) {
@@ -162,7 +169,7 @@ TEST_CASE("with four producers and three consumers every item is received exactl
                 for (std::size_t i = 0; i < kPerProducer; ++i) q.push(items.at(base + i));
             } else {
                 auto token = make_token<InjectQueue::ProducerToken>(q);
-                void* batch[64];
+                QueueItem batch[64];
                 std::size_t i = 0;
                 for (std::size_t len = 1; i < kPerProducer; len = len % 64 + 1) {
                     const std::size_t n = std::min(len, kPerProducer - i);
@@ -179,7 +186,7 @@ TEST_CASE("with four producers and three consumers every item is received exactl
             std::unique_ptr<InjectQueue::ConsumerToken> token;
             if (c != 0) token = make_token<InjectQueue::ConsumerToken>(q);  // consumer 0: token-less
             std::vector<std::size_t> last_from(kProducers, 0);  // last index + 1 per producer
-            void* buf[32];
+            QueueItem buf[32];
             // A safety net, not a synchronization: if items were lost, stop after this many
             // empty polls once every producer is done, and let the checks below fail.
             std::size_t empty_polls_after_done = 0;
@@ -194,6 +201,10 @@ TEST_CASE("with four producers and three consumers every item is received exactl
                 empty_polls_after_done = 0;
                 for (std::size_t k = 0; k < n; ++k) {
                     const std::size_t i = items.index_of(buf[k]);
+                    if (i == SIZE_MAX) {  // a stamp that did not travel with its task
+                        mismatched.fetch_add(1, std::memory_order_relaxed);
+                        continue;
+                    }
                     seen[i].fetch_add(1, std::memory_order_relaxed);
                     const std::size_t p = i / kPerProducer;
                     if (i < last_from[p]) out_of_order.fetch_add(1, std::memory_order_relaxed);
@@ -206,9 +217,10 @@ TEST_CASE("with four producers and three consumers every item is received exactl
     for (auto& t : threads) t.join();
 
     CHECK(received.load() == kTotal);
-    const std::vector<void*> left = drain(q, 64);
+    const std::vector<QueueItem> left = drain(q, 64);
     CHECK(left.empty());
-    for (void* p : left) seen[items.index_of(p)].fetch_add(1, std::memory_order_relaxed);
+    for (const QueueItem& p : left)
+        if (items.index_of(p) != SIZE_MAX) seen[items.index_of(p)].fetch_add(1, std::memory_order_relaxed);
     std::size_t lost = 0;
     std::size_t duplicated = 0;
     for (auto& s : seen) {
@@ -219,6 +231,7 @@ TEST_CASE("with four producers and three consumers every item is received exactl
     CHECK(lost == 0);
     CHECK(duplicated == 0);
     CHECK(out_of_order.load() == 0);
+    CHECK(mismatched.load() == 0);
     CHECK(q.size_approx() == 0);
 }
 

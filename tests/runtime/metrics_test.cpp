@@ -196,6 +196,7 @@ TEST_CASE("metrics can be read after shutdown, and to_string names every part") 
     CHECK(m.tasks_completed == 1);
     const std::string text = m.to_string();
     CHECK(text.find("runtime: workers=2 tasks_spawned=1 tasks_completed=1 tasks_alive=0") != std::string::npos);
+    CHECK(text.find("\nscheduling_delay: count=") != std::string::npos);
     CHECK(text.find("worker 0: polled=") != std::string::npos);
     CHECK(text.find("worker 1: polled=") != std::string::npos);
     CHECK(text.find("reactor: operations=") != std::string::npos);

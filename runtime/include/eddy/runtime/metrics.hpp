@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include <eddy/runtime/histogram.hpp>
+
 namespace eddy {
 
 struct WorkerMetrics {
@@ -37,7 +39,11 @@ struct WorkerMetrics {
     std::uint64_t tasks_overflowed = 0;  // tasks moved that way
     std::uint64_t budget_yields = 0;     // tasks made to yield by the cooperative budget (coop.hpp)
     std::uint64_t slow_polls = 0;        // polls that ran past RuntimeConfig::slow_poll_threshold
-    std::size_t local_queue_depth = 0;   // gauge: tasks in its deque now
+    std::size_t local_queue_depth = 0;   // gauge: tasks in its queues now (wake queue and spawn deque)
+    // How long the tasks woken onto this worker's queues waited before it polled them (from
+    // the wake-up, or from the moment a task left the LIFO slot, to the poll; tasks that ran
+    // straight from the slot are not counted). Always on: one clock read per timed task.
+    DurationHistogram scheduling_delay;
 };
 
 struct ReactorMetrics {
@@ -65,6 +71,12 @@ struct RuntimeMetrics {
     std::uint64_t blocking_calls = 0;        // calls that have run
     std::uint64_t blocking_left_running = 0; // calls still running when shutdown stopped waiting
 
+    /// The whole runtime's scheduling delay: the sum of the workers' histograms.
+    DurationHistogram scheduling_delay() const noexcept {
+        DurationHistogram all;
+        for (const WorkerMetrics& w : workers) all += w.scheduling_delay;
+        return all;
+    }
     /// The sum over workers of one figure, e.g. `m.total(&WorkerMetrics::steals)`.
     std::uint64_t total(std::uint64_t WorkerMetrics::*figure) const noexcept {
         std::uint64_t sum = 0;

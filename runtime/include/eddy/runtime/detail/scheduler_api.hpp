@@ -24,8 +24,9 @@ Scheduler& require_worker(const char* what);
 /// WrongThread (sched == nullptr) or RuntimeStopped is thrown.
 void spawn_root(Scheduler* sched, PromiseBase& p, std::coroutine_handle<> frame);
 
-/// Any thread: queues `frame` to be resumed by a worker of `sched` (its own worker's deque
-/// when the caller is one of them, else the injection queue), waking a worker if needed.
+/// Any thread: queues the woken `frame` to be resumed by a worker of `sched` (the LIFO slot
+/// of the caller's own worker when it is one of them, else the injection queue), waking a
+/// worker if needed.
 void schedule_on(Scheduler* sched, std::coroutine_handle<> frame) noexcept;
 
 /// A callback that is queued and run like a task: a worker calls `run(self)` where it would
@@ -54,8 +55,12 @@ inline void run_queue_item(void* item) noexcept {
 /// Any thread: queues `r` on `sched` like schedule_on() does a frame.
 void schedule_runnable_on(Scheduler* sched, Runnable* r) noexcept;
 
-/// Worker thread only: queues `frame` on this worker's deque without waking anyone.
+/// Worker thread only: queues the spawned `frame` on this worker's spawn deque (newest runs
+/// first) without waking anyone.
 void schedule_local(std::coroutine_handle<> frame) noexcept;
+/// Worker thread only: queues the woken `frame` at the end of this worker's wake queue
+/// (oldest runs first), not in its LIFO slot, without waking anyone.
+void schedule_woken_local(std::coroutine_handle<> frame) noexcept;
 /// Worker thread only: wakes an idle worker if one should help with queued work.
 void notify_local_work() noexcept;
 /// Worker thread only: queues `frame` behind every other runnable task of this worker.

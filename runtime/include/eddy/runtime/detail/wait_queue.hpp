@@ -129,32 +129,30 @@ public:
     }
 
     /// Lock released: schedules every node. A granted or cancelled node is suspended and
-    /// reachable from nowhere else, so its fields stay ours until schedule_on.
+    /// reachable from nowhere else, so its fields stay ours until it is scheduled.
     ///
-    /// The order makes the waiters resume in the order they waited. On the caller's own
-    /// worker (same runtime) each schedule_on takes the LIFO slot and pushes the previous
-    /// occupant onto the deque, whose owner pops LIFO too: those are scheduled newest first.
-    /// Any other waiter goes to its runtime's global queue, which is FIFO: those are
-    /// scheduled oldest first, after the walk, from a stack threaded through their own links.
+    /// The waiters resume in the order they waited. On the caller's own worker (same
+    /// runtime) the oldest takes the LIFO slot (it runs next, as a single wake-up's task
+    /// does) and the others join the end of the worker's wake queue, which runs oldest first
+    /// (runtime/worker.hpp). Any other waiter goes to its runtime's global queue, which is
+    /// FIFO too.
     void wake_all() noexcept {
         Scheduler* const here = current_scheduler();
-        WaitNode* remote = nullptr;  // other runtimes' waiters, oldest on top
-        for (WaitNode* n = tail_; n != nullptr;) {
-            WaitNode* prev = n->prev_;  // read first: the waiter may run (and end) at once
-            if (n->scheduler_ == here) {
-                // SAFETY: from here on another thread may resume and destroy the frame.
+        bool slot_taken = false;
+        bool queued = false;
+        for (WaitNode* n = head_; n != nullptr;) {
+            WaitNode* next = n->next_;  // read first: the waiter may run (and end) at once
+            // SAFETY: from here on another thread may resume and destroy the frame.
+            if (n->scheduler_ != here || !slot_taken) {
+                slot_taken = slot_taken || n->scheduler_ == here;
                 schedule_on(n->scheduler_, n->handle_);
             } else {
-                n->next_ = remote;  // not scheduled yet: still ours
-                remote = n;
+                schedule_woken_local(n->handle_);
+                queued = true;
             }
-            n = prev;
+            n = next;
         }
-        while (remote != nullptr) {
-            WaitNode* next = remote->next_;  // read first, as above
-            schedule_on(remote->scheduler_, remote->handle_);
-            remote = next;
-        }
+        if (queued) notify_local_work();
         head_ = tail_ = nullptr;
     }
 

@@ -20,12 +20,13 @@
 //      sender's lines arrive in the order it sent them.
 //   3. Bad input is answered "ERR <reason>\n" and the connection closed: a first line that is
 //      not "JOIN <room>" ("ERR expected JOIN <room>"), a line over 4 KiB ("ERR line too long").
-//      After the JOIN, the answer follows the lines already queued for the client.
+//      After the JOIN, the answer follows the lines already queued for the client; the room's
+//      lines not queued for it yet (its own last ones too) are not sent to it.
 //   4. A client that does not keep up is dropped as too slow: closed, without an answer (there
 //      is no room to queue one), and counted. That is when its outbox (1024 lines) is full, or
 //      when it fell more than its room's ring (4096 lines) behind (broadcast::Lagged).
-//   5. A client leaves by closing its side: the lines already queued for it are written, then
-//      the server closes.
+//   5. A client leaves by closing its side: the lines already queued for it are written (not
+//      those of the room that were not queued yet), then the server closes.
 // What a peer can make the server hold: the line being read (4 KiB), its share of its room's
 // ring (4096 lines, each line's bytes held once however many members it goes to:
 // std::shared_ptr<const std::string>) and its outbox (1024 of those pointers). A room lives

@@ -2,16 +2,17 @@
 # tools/install-deps.sh [--anchors]: installs the Debian 12 packages eddy needs, only the
 # missing ones: the toolchain and libraries, OpenSSL (libssl-dev for eddy's TLS, the openssl
 # command for the TLS tests' throwaway certificates and peers), and the real clients that the
-# examples' tests and the benchmarks drive (wrk, redis-benchmark from redis-tools); cmake for the
-# install/cmake test (a CMake project taking the installed eddy with find_package; it runs the
-# Ninja generator, so no make). --anchors adds what the benchmark anchors of ../shared/anchors
+# examples' tests and the benchmarks drive (wrk, redis-benchmark from redis-tools, nc from
+# netcat-openbsd); cmake for the install/cmake test (a CMake project taking the installed eddy
+# with find_package; it runs the Ninja generator, so no make). --anchors adds what the benchmark anchors of ../shared/anchors
 # need: Debian's cargo and Tokio crate sources (Tokio anchor, built offline) and standalone Asio
 # (Asio anchor; loadgen needs only g++).
 set -euo pipefail
 pkgs=(g++ clang libclang-rt-14-dev meson ninja-build pkg-config
       cmake   # tests/install/cmake_test.sh: find_package(eddy) from a CMake project
       liburing-dev libconcurrentqueue-dev doctest-dev python3
-      libssl-dev openssl wrk redis-tools)
+      libssl-dev openssl wrk redis-tools
+      netcat-openbsd)   # nc (with -N, which other netcats lack): chat_server_test's independent client
 if [[ "${1:-}" == --anchors ]]; then pkgs+=(cargo librust-tokio-dev libasio-dev make); fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -12,7 +12,10 @@
 //   * where errors go: the group supervises its children (task_group with a child error
 //     handler), so a connection that fails, by any exception, ends that connection only (a
 //     reset or a broken pipe silently, anything else on stderr); an accept that fails (EMFILE) is reported and
-//     retried after 10 ms, so a lasting error is not a busy loop.
+//     retried after 10 ms, so a lasting error is not a busy loop;
+//   * optional hooks (ServerHooks, for chat_server's counters): more signals to catch (each
+//     calls on_signal and the server goes on: SIGUSR1 for a stats line) and on_shutdown,
+//     called with the Runtime after the shutdown line, before main returns 0.
 //
 //     int main(int argc, char** argv) {
 //         return examples::run_tcp_server("echo_server", "a TCP echo server", argc, argv, echo);
@@ -32,13 +35,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 namespace examples {
 
@@ -46,6 +52,13 @@ struct ServerOptions {
     std::string host = "127.0.0.1";
     std::uint16_t port = 7878;
     std::optional<std::size_t> workers;
+};
+
+/// What a server adds to the life run_tcp_server gives it; every member may stay empty.
+struct ServerHooks {
+    std::vector<int> signals;  // caught besides SIGINT and SIGTERM (blocked before the Runtime)
+    std::function<void(int, eddy::Runtime&)> on_signal;  // one of `signals` arrived; the server goes on
+    std::function<void(eddy::Runtime&)> on_shutdown;     // after the shutdown line, before main returns 0
 };
 
 /// Prints why and how to call `name`, then exits: 0 for --help (to stdout), else 2 (stderr).
@@ -162,24 +175,34 @@ eddy::Task<void> accept_loop(const char* name, eddy::net::TcpListener& listener,
     }
 }
 
-/// Waits for SIGINT or SIGTERM, then cancels the whole group.
-inline eddy::Task<void> stop_on_signal(eddy::io::SignalSet& signals, eddy::TaskGroup& group, Shutdown& shutdown) {
-    try {
-        shutdown.signal.store(co_await signals.wait(), std::memory_order_relaxed);
-    } catch (const eddy::OperationCancelled&) {
-        co_return;  // the group stopped for another reason
+/// Waits for SIGINT or SIGTERM, then cancels the whole group; any other signal of the set
+/// goes to `on_other` (a hook's) and the wait goes on.
+inline eddy::Task<void> stop_on_signal(eddy::io::SignalSet& signals, eddy::TaskGroup& group, Shutdown& shutdown,
+                                       const std::function<void(int)>& on_other) {
+    for (;;) {
+        int sig = 0;
+        try {
+            sig = co_await signals.wait();
+        } catch (const eddy::OperationCancelled&) {
+            co_return;  // the group stopped for another reason
+        }
+        if (sig == SIGINT || sig == SIGTERM) {
+            shutdown.signal.store(sig, std::memory_order_relaxed);
+            break;
+        }
+        if (on_other) on_other(sig);
     }
     group.cancel();
 }
 
 template <class Handler>
 eddy::Task<void> serve(const char* name, eddy::net::TcpListener listener, eddy::io::SignalSet& signals,
-                       Handler& handler, Shutdown& shutdown) {
+                       Handler& handler, Shutdown& shutdown, const std::function<void(int)>& on_other) {
     // Supervising: one connection's failure is reported, and the other connections and the
     // accept loop run on.
     co_await eddy::task_group(
         [&](eddy::TaskGroup& group) -> eddy::Task<void> {
-            group.spawn(stop_on_signal(signals, group, shutdown));
+            group.spawn(stop_on_signal(signals, group, shutdown, on_other));
             co_await accept_loop(name, listener, group, handler, shutdown);
         },
         [name](std::exception_ptr e) { report_connection_error(name, e); });
@@ -191,7 +214,8 @@ eddy::Task<void> serve(const char* name, eddy::net::TcpListener listener, eddy::
 /// The whole life of a TCP server named `name` whose connections `handler` serves (see the
 /// top of this file). Returns main's exit status.
 template <class Handler>
-int run_tcp_server(const char* name, const char* description, int argc, char** argv, Handler handler) {
+int run_tcp_server(const char* name, const char* description, int argc, char** argv, Handler handler,
+                   const ServerHooks& hooks = {}) {
     const ServerOptions options = parse_server_options(name, description, argc, argv);
     const bool v6 = options.host.find(':') != std::string::npos;
     eddy::net::SocketAddr addr;
@@ -203,20 +227,25 @@ int run_tcp_server(const char* name, const char* description, int argc, char** a
     }
     try {
         // Before the Runtime: its threads inherit the blocked mask.
-        eddy::io::SignalSet signals{SIGINT, SIGTERM};
+        std::vector<int> caught{SIGINT, SIGTERM};
+        caught.insert(caught.end(), hooks.signals.begin(), hooks.signals.end());
+        eddy::io::SignalSet signals{std::span<const int>(caught)};
         eddy::Runtime rt(eddy::RuntimeConfig{.workers = options.workers});
+        std::function<void(int)> on_other;
+        if (hooks.on_signal) on_other = [&](int sig) { hooks.on_signal(sig, rt); };
         // Bind before printing: once the line is out, connections are accepted.
         auto listener = eddy::net::TcpListener::bind(addr);
         std::printf("%s runtime=eddy workers=%zu listening=%s\n", name, rt.workers(),
                     listener.local_address().to_string().c_str());
         std::fflush(stdout);  // whoever started us may be waiting for this line on a pipe
         detail::Shutdown shutdown;
-        rt.block_on(detail::serve(name, std::move(listener), signals, handler, shutdown));
+        rt.block_on(detail::serve(name, std::move(listener), signals, handler, shutdown, on_other));
         const int sig = shutdown.signal.load();
         const std::size_t closed = shutdown.connections.load();
         std::printf("%s: %s, shut down; %zu connection%s closed\n", name,
                     sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "stopped", closed, closed == 1 ? "" : "s");
         std::fflush(stdout);
+        if (hooks.on_shutdown) hooks.on_shutdown(rt);
         return 0;
     } catch (const std::invalid_argument& e) {
         usage(name, e.what());  // a bad worker count (--workers or EDDY_WORKERS)

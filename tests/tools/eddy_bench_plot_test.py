@@ -9,7 +9,8 @@ table does not check names: it escapes them in the SVG's labels and title). The 
 must be the one written out below by hand; the SVG must parse, hold one bar per ratio, "n/a"
 per missing ratio, the parity line where the bars start (ratio 1.0), a log2 axis. A fake run
 (shell scripts in place of the benchmark programs and anchors) checks that --from-json prints
-what the run printed.
+what the run printed, and that fanout_pubsub's rows come from its load client's line and the
+server's stats line at SIGTERM (the scheduling-delay rows only where the server has them).
 """
 import json
 import math
@@ -271,6 +272,48 @@ class FakeRunTest(Fixture):
         self.assertEqual(again.stdout, run.stdout)
         with open(self.path("run.svg")) as f, open(self.path("again.svg")) as g:
             self.assertEqual(f.read(), g.read())
+
+    def write_pubsub(self, build, sched):
+        """A chat_server that prints its stats line at SIGTERM (with the scheduling delay when
+        `sched`) and a pubsub_load whose rate is the room size times 1000."""
+        stats = "clients=200 dropped=0 lines_in=10 lines_out=200 lagged=0 workers=$2"
+        if sched:
+            stats += " sched_delay_p50_us=5 sched_delay_p99_us=40 sched_delay_max_us=900"
+        write_script(os.path.join(build, "examples", "chat_server"),
+                     'trap \'echo "chat_server: SIGTERM, shut down; 0 connections closed"; '
+                     'echo "chat_server stats: %s"; exit 0\' TERM\n'
+                     'echo "chat_server runtime=eddy workers=$2 listening=127.0.0.1:$4"\n'
+                     'while :; do sleep 0.02; done\n' % stats)
+        write_script(os.path.join(build, "benchmarks", "pubsub_load"),
+                     'echo "bench=fanout_pubsub runtime=$8 workers=${10} ops=$(($6 * 3000)) secs=3.0000 '
+                     'rate=$(($6 * 1000)) room_size=$6 clients=$4 window=1 size=64 lines_sent=10 sent_min=1 '
+                     'sent_max=1 p50_us=10.0 p99_us=$(($6 * 10)).5 dropped=0 errors=0"\n')
+
+    def test_fanout_pubsub_reads_the_stats_line(self):
+        build = self.path("build")
+        self.write_pubsub(build, sched=True)
+        run = eddy_bench("--build", build, "--no-anchors", "--reps", "1", "--workers", "1", "fanout_pubsub",
+                         "--json", self.path("run.json"))
+        table = table_of(run.stdout)
+        for row in ["| fanout_pubsub | lines/s room 20 | 1 | 20.0 k |",
+                    "| fanout_pubsub | lines/s room 100 | 1 | 100.0 k |",
+                    "| fanout_pubsub | dropped room 20 | 1 | 0 |",
+                    "| fanout_pubsub | ack p99 us room 100 | 1 | 1000.5 |",
+                    "| fanout_pubsub | sched p99 us room 20 | 1 | 40.0 |",
+                    "| fanout_pubsub | sched max us room 100 | 1 | 900.0 |"]:
+            self.assertIn(row, table)
+        self.assertIn("cpu us/line room 20", table)
+        with open(self.path("run.json")) as f:
+            (result,) = json.load(f)["results"]
+        self.assertEqual(result["r20_server_lines_out"], 200)
+        self.assertEqual(result["r100_ops"], 300000)
+
+    def test_fanout_pubsub_without_scheduling_delay_has_no_such_rows(self):
+        build = self.path("build")
+        self.write_pubsub(build, sched=False)
+        run = eddy_bench("--build", build, "--no-anchors", "--reps", "1", "--workers", "1", "fanout_pubsub")
+        self.assertIn("| fanout_pubsub | lines/s room 20 | 1 | 20.0 k |", run.stdout)
+        self.assertNotIn("sched", table_of(run.stdout))
 
 
 if __name__ == "__main__":

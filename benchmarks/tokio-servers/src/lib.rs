@@ -1,4 +1,4 @@
-//! What the two servers share: the command line (--port N, --workers N), the runtime (the
+//! What the servers share: the command line (--port N, --workers N), the runtime (the
 //! multi_thread flavour with every driver, as the anchors build it), the accept loop (one
 //! task per connection; an accept error backs off 10 ms) and the first line
 //! "<name> runtime=tokio workers=N listening=127.0.0.1:PORT" that tools/eddy-bench waits for.
@@ -13,6 +13,17 @@ pub fn serve<F, Fut>(name: &str, handler: F) -> !
 where
     F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
     Fut: Future<Output = std::io::Result<()>> + Send + 'static,
+{
+    serve_with(name, handler, || {})
+}
+
+/// `serve`, and `on_start` runs inside the runtime before the listener is bound (chat_server
+/// starts its signal tasks there, so that they are ready once the first line is out).
+pub fn serve_with<F, Fut, S>(name: &str, handler: F, on_start: S) -> !
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: Future<Output = std::io::Result<()>> + Send + 'static,
+    S: FnOnce() + Send + 'static,
 {
     let mut port: u16 = 7878;
     let mut workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
@@ -39,6 +50,7 @@ where
     let name = name.to_string();
     let res: std::io::Result<()> = rt.block_on(async move {
         tokio::spawn(async move {
+            on_start();
             let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
             println!("{name} runtime=tokio workers={workers} listening=127.0.0.1:{}", listener.local_addr()?.port());
             let _ = std::io::stdout().flush();

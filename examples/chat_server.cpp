@@ -48,12 +48,14 @@
 // included) and, of the drops, those for lagging behind the ring (the others overflowed their
 // outbox). SIGUSR1 prints one line, and the same line is the last of the output at shutdown:
 //     chat_server stats: clients=200 dropped=0 lines_in=60000 lines_out=1200000 lagged=0 workers=2 polled=...
+//         ... sched_delay_p50_us=12 sched_delay_p99_us=410 sched_delay_max_us=2270
 // Space-separated key=value pairs after "stats:", so that keys can be added at the end
 // (tools/eddy-bench reads the keys it knows; the twin's line stops after lagged=: Tokio 1.24
 // has no stable runtime metrics).
 #include "support/tcp_server.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -259,6 +261,12 @@ void print_stats(eddy::Runtime& rt) {
     text.append(" steals=").append(std::to_string(m.total(&eddy::WorkerMetrics::steals)));
     text.append(" parks=").append(std::to_string(m.total(&eddy::WorkerMetrics::parks)));
     text.append(" budget_yields=").append(std::to_string(m.total(&eddy::WorkerMetrics::budget_yields)));
+    // How long woken tasks waited for a worker (wake-up to poll), in microseconds.
+    const eddy::DurationHistogram delay = m.scheduling_delay();
+    const auto us = [](std::chrono::nanoseconds d) { return std::to_string(d.count() / 1000); };
+    text.append(" sched_delay_p50_us=").append(us(delay.percentile(0.5)));
+    text.append(" sched_delay_p99_us=").append(us(delay.percentile(0.99)));
+    text.append(" sched_delay_max_us=").append(us(delay.max()));
     text.push_back('\n');
     std::fputs(text.c_str(), stdout);
     std::fflush(stdout);

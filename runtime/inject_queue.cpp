@@ -24,19 +24,24 @@ namespace {
 }
 } // namespace
 
-void InjectQueue::push(QueueItem item) {
+template <class T>
+void InjectQueueOf<T>::push(T item) {
     publish(&item, 1);
     IgnoreScope ignore;
     if (!queue_->enqueue(item)) out_of_memory();
 }
 
-void InjectQueue::push_bulk(ProducerToken& token, const QueueItem* items, std::size_t n) {
+template <class T>
+void InjectQueueOf<T>::push_bulk(ProducerToken& token, const T* items, std::size_t n) {
     publish(items, n);
     IgnoreScope ignore;
     if (!queue_->enqueue_bulk(token.get(), items, n)) out_of_memory();
 }
 
-void InjectQueue::push_bulk_woken(ProducerToken& token, void* const* tasks, std::size_t n, std::uint64_t stamp) {
+template <class T>
+void InjectQueueOf<T>::push_bulk_woken(ProducerToken& token, void* const* tasks, std::size_t n, std::uint64_t stamp)
+    requires std::same_as<T, QueueItem>
+{
     QueueItem chunk[64];
     for (std::size_t done = 0; done < n;) {
         const std::size_t k = n - done < 64 ? n - done : 64;
@@ -46,7 +51,8 @@ void InjectQueue::push_bulk_woken(ProducerToken& token, void* const* tasks, std:
     }
 }
 
-std::size_t InjectQueue::pop_bulk(ConsumerToken& token, QueueItem* out, std::size_t max) {
+template <class T>
+std::size_t InjectQueueOf<T>::pop_bulk(ConsumerToken& token, T* out, std::size_t max) {
     std::size_t n;
     {
         IgnoreScope ignore;
@@ -56,7 +62,8 @@ std::size_t InjectQueue::pop_bulk(ConsumerToken& token, QueueItem* out, std::siz
     return n;
 }
 
-std::size_t InjectQueue::pop_bulk(QueueItem* out, std::size_t max) {
+template <class T>
+std::size_t InjectQueueOf<T>::pop_bulk(T* out, std::size_t max) {
     std::size_t n;
     {
         IgnoreScope ignore;
@@ -66,9 +73,13 @@ std::size_t InjectQueue::pop_bulk(QueueItem* out, std::size_t max) {
     return n;
 }
 
-std::size_t InjectQueue::size_approx() const {
+template <class T>
+std::size_t InjectQueueOf<T>::size_approx() const {
     IgnoreScope ignore;
     return queue_->size_approx();
 }
+
+template class InjectQueueOf<QueueItem>;
+template class InjectQueueOf<void*>;
 
 } // namespace eddy::detail

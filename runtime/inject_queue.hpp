@@ -1,8 +1,11 @@
-// runtime/inject_queue.hpp: the global injection queue, over moodycamel::ConcurrentQueue.
+// runtime/inject_queue.hpp: the global queues, over moodycamel::ConcurrentQueue.
 //
-// It takes what the reactor completes, tasks spawned or woken from outside the runtime and
-// the overflow of full worker queues, and every worker drains it. Its items are QueueItems
-// (queue_item.hpp: a task and when it was woken). Order: FIFO per producer only
+// A runtime has two (Scheduler::global_wakes, global_spawns; worker.hpp says why): they
+// take what the reactor completes, tasks spawned or woken from outside the runtime and the
+// overflow of full worker queues, and every worker drains them. InjectQueueOf<T> holds
+// items of type T: QueueItems (queue_item.hpp: a task and when it was woken) for woken
+// tasks, plain task addresses for spawned ones, which carry no stamp (half the bytes: a
+// million spawns pass through it in spawn_many). Order: FIFO per producer only
 // (moodycamel's guarantee), which is all the scheduler needs: nothing in eddy relies on
 // global FIFO across producers.
 //
@@ -24,7 +27,9 @@
 #include "runtime/private.hpp"
 #include "runtime/queue_item.hpp"
 
+#include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 
@@ -55,14 +60,19 @@ void AnnotateIgnoreWritesEnd(const char* file, int line);
 
 namespace eddy::detail {
 
-class InjectQueue {
+/// The task a queue item stands for (the address TSan's hand-off annotations use).
+inline void* task_of(void* item) noexcept { return item; }
+inline void* task_of(const QueueItem& item) noexcept { return item.task; }
+
+template <class T>
+class InjectQueueOf {
 public:
     /// A producer or consumer token; creating and destroying one touches the queue's
     /// internals, so both happen inside the TSan ignore scope too.
     template <class Token>
     class TokenHolder {
     public:
-        explicit TokenHolder(InjectQueue& q) {
+        explicit TokenHolder(InjectQueueOf& q) {
             IgnoreScope ignore;
             token_.emplace(*q.queue_);
         }
@@ -80,27 +90,28 @@ public:
     using ProducerToken = TokenHolder<moodycamel::ProducerToken>;
     using ConsumerToken = TokenHolder<moodycamel::ConsumerToken>;
 
-    InjectQueue() {
+    InjectQueueOf() {
         IgnoreScope ignore;
-        queue_ = std::make_unique<moodycamel::ConcurrentQueue<QueueItem>>();
+        queue_ = std::make_unique<moodycamel::ConcurrentQueue<T>>();
     }
-    ~InjectQueue() {
+    ~InjectQueueOf() {
         IgnoreScope ignore;
         queue_.reset();
     }
-    InjectQueue(const InjectQueue&) = delete;
-    InjectQueue& operator=(const InjectQueue&) = delete;
+    InjectQueueOf(const InjectQueueOf&) = delete;
+    InjectQueueOf& operator=(const InjectQueueOf&) = delete;
 
     /// Any thread (implicit per-thread producer).
-    void push(QueueItem item);
+    void push(T item);
     /// A worker's overflow: with the caller's own producer token.
-    void push_bulk(ProducerToken& token, const QueueItem* items, std::size_t n);
+    void push_bulk(ProducerToken& token, const T* items, std::size_t n);
     /// The reactor's completions: `n` tasks woken at `stamp` (queue_item.hpp).
-    void push_bulk_woken(ProducerToken& token, void* const* tasks, std::size_t n, std::uint64_t stamp);
+    void push_bulk_woken(ProducerToken& token, void* const* tasks, std::size_t n, std::uint64_t stamp)
+        requires std::same_as<T, QueueItem>;
     /// Any worker: up to `max` items into `out`; returns how many.
-    std::size_t pop_bulk(ConsumerToken& token, QueueItem* out, std::size_t max);
+    std::size_t pop_bulk(ConsumerToken& token, T* out, std::size_t max);
     /// Without a token: shutdown drains, task dumps and tests.
-    std::size_t pop_bulk(QueueItem* out, std::size_t max);
+    std::size_t pop_bulk(T* out, std::size_t max);
     /// An estimate; exact when no producer or consumer is active.
     std::size_t size_approx() const;
 
@@ -118,21 +129,28 @@ private:
         IgnoreScope(const IgnoreScope&) = delete;
         IgnoreScope& operator=(const IgnoreScope&) = delete;
     };
-    static void publish(const QueueItem* items, std::size_t n) {
-        for (std::size_t i = 0; i < n; ++i) __tsan_release(items[i].task);
+    static void publish(const T* items, std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i) __tsan_release(task_of(items[i]));
     }
-    static void consume(const QueueItem* items, std::size_t n) {
-        for (std::size_t i = 0; i < n; ++i) __tsan_acquire(items[i].task);
+    static void consume(const T* items, std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i) __tsan_acquire(task_of(items[i]));
     }
 #else
     struct IgnoreScope {
         IgnoreScope() noexcept {}  // user-provided: keeps -Wunused-variable quiet at uses
     };
-    static void publish(const QueueItem*, std::size_t) noexcept {}
-    static void consume(const QueueItem*, std::size_t) noexcept {}
+    static void publish(const T*, std::size_t) noexcept {}
+    static void consume(const T*, std::size_t) noexcept {}
 #endif
 
-    std::unique_ptr<moodycamel::ConcurrentQueue<QueueItem>> queue_;
+    std::unique_ptr<moodycamel::ConcurrentQueue<T>> queue_;
 };
+
+/// The global wake queue's type; its tokens are every InjectQueueOf's.
+using InjectQueue = InjectQueueOf<QueueItem>;
+/// The global spawn queue's.
+using SpawnQueue = InjectQueueOf<void*>;
+extern template class InjectQueueOf<QueueItem>;
+extern template class InjectQueueOf<void*>;
 
 } // namespace eddy::detail

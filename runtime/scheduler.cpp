@@ -186,7 +186,8 @@ void Scheduler::shutdown() {
     QueueItem drained[64];
     while (global_wakes_.pop_bulk(drained, 64) > 0) {
     }
-    while (global_spawns_.pop_bulk(drained, 64) > 0) {
+    void* drained_spawns[64];
+    while (global_spawns_.pop_bulk(drained_spawns, 64) > 0) {
     }
 
     // Step 4. Loop: destroying a frame never registers a task (spawns are refused now), but
@@ -238,7 +239,7 @@ void Scheduler::spawn(PromiseBase& p, std::coroutine_handle<> frame) {
     }
     registry_.insert(h, reinterpret_cast<std::uintptr_t>(h) / alignof(FrameHeader));
     external_spawned_.fetch_add(1, std::memory_order_relaxed);
-    global_spawns_.push(QueueItem{frame.address(), 0});
+    global_spawns_.push(frame.address());
     notify_parked();
     // Release: pairs with shutdown()'s acquire load; our push happens before its drain.
     external_.fetch_sub(1, std::memory_order_release);

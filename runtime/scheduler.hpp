@@ -124,7 +124,7 @@ public:
     /// threads, spawn deques' overflow). Kept apart as the workers' own queues are
     /// (worker.hpp): woken tasks run oldest first, spawned ones depth first.
     InjectQueue& global_wakes() noexcept { return global_wakes_; }
-    InjectQueue& global_spawns() noexcept { return global_spawns_; }
+    SpawnQueue& global_spawns() noexcept { return global_spawns_; }
     /// Tasks in both (an estimate).
     std::size_t global_depth() const { return global_wakes_.size_approx() + global_spawns_.size_approx(); }
     Idle& idle() noexcept { return idle_; }
@@ -145,7 +145,7 @@ private:
     const std::uint64_t id_;
     const FinishHook root_hook_{&finish_root, this};  // every root task's completion
     InjectQueue global_wakes_;
-    InjectQueue global_spawns_;
+    SpawnQueue global_spawns_;
     Idle idle_;
     TaskRegistry registry_;
     std::vector<std::unique_ptr<Worker>> workers_;

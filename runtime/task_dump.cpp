@@ -122,21 +122,23 @@ private:
         }
         // The global queues cannot be looked into: take everything out, note it, put it back.
         // Every item goes back before anything that may throw: none may be lost.
-        for (InjectQueue* q : {&sched_.global_wakes(), &sched_.global_spawns()}) collect_global(*q);
+        collect_global(sched_.global_wakes());
+        collect_global(sched_.global_spawns());
     }
 
-    void collect_global(InjectQueue& q) {
-        std::vector<QueueItem> all;
+    template <class T>
+    void collect_global(InjectQueueOf<T>& q) {
+        std::vector<T> all;
         try {
             all.reserve(q.size_approx() + 64);
         } catch (...) {
             return;  // no room to look: the global queue's tasks show their waits
         }
-        QueueItem items[64];
+        T items[64];
         for (std::size_t n; all.size() + 64 <= all.capacity() && (n = q.pop_bulk(items, 64)) != 0;)
             all.insert(all.end(), items, items + n);  // within the reserved capacity: no throw
-        for (const QueueItem& item : all) q.push(item);
-        for (const QueueItem& item : all) global_.emplace(item.task);
+        for (const T& item : all) q.push(item);
+        for (const T& item : all) global_.emplace(task_of(item));
     }
 
     TaskDump::Task visit(void* frame, const char* kind, const FrameHeader* header, std::uint64_t id, std::size_t depth) {

@@ -71,48 +71,93 @@ void Worker::run() {
 }
 
 void* Worker::next_task() {
-    QueueItem item;
     ++tick_;
     if (--global_countdown_ == 0) {
-        // Neither the global queues nor the oldest spawn can starve behind local work: the
-        // global wake-ups' share joins the wake queue, and one spawned task runs now.
+        // Nothing starves behind local work: the global wake-ups' share joins the end of the
+        // wake queue, a task spawned from elsewhere runs now, and the next one the spawn
+        // deque gives is its oldest.
         global_countdown_ = global_queue_interval_;
         (void)pull_global_wakes();
-        if (pop_global_spawn(item) || deque_.pop_top(item)) {
+        if (void* task = nullptr; pop_global_spawn(task)) {
             lifo_runs_ = 0;
-            return item.task;
+            return task;
         }
+        oldest_spawn_next_ = true;
     }
     // Relaxed first look, so that an empty slot costs no read-modify-write; acquire on the
     // exchange pairs with the release of the one that filled it (fill_slot).
     if (lifo_slot_.load(std::memory_order_relaxed) != nullptr) {
         if (void* slot = lifo_slot_.exchange(nullptr, std::memory_order_acquire)) {
             // The cap (worker.hpp): after kMaxLifoRuns slot runs in a row, the slot's task
-            // joins its queue and the oldest queued task runs first: the wake queue's, else
-            // the spawn deque's. Alone, it just runs.
-            const bool woken_wait = !wakes_.empty();
-            if (lifo_runs_ < kMaxLifoRuns || (!woken_wait && deque_.empty())) {
+            // joins its queue and a queued task runs first. Alone, it just runs.
+            if (lifo_runs_ < kMaxLifoRuns || !has_queued()) {
                 ++lifo_runs_;
                 return untag(slot);
             }
             const std::uint64_t now = sched_ticks();  // stamps the one, times the other
             requeue(slot, now);
             lifo_runs_ = 0;
-            if (woken_wait ? wakes_.pop_top(item) : deque_.pop_top(item)) return take(item, now);
+            // Another task than the slot's: the other queue's, else the oldest of its own.
+            QueueItem item;
+            void* task = nullptr;
+            if ((reinterpret_cast<std::uintptr_t>(slot) & kWokenTag) != 0) {
+                if (deque_.pop(task)) return task;
+                if (wakes_.pop_top(item)) return take(item, now);
+            } else {
+                if (wakes_.pop_top(item)) return take(item, now);
+                if (deque_.pop_top(task)) return task;
+            }
         }
     }
     lifo_runs_ = 0;
-    if (wakes_.pop_top(item)) return take(item);
-    if (deque_.pop(item)) return item.task;
+    if (void* task = take_queued()) return task;
     if (void* task = take_global()) return task;
     // A loop, not an `if`: thieves may steal every refilled task before our pop, and the
     // yield list is private, so leaving it non-empty here would park a worker on runnable
     // tasks nobody else can see (found by the yield_now stress test with 4-slot deques).
+    void* task = nullptr;
     while (!deferred_.empty()) {
         refill_from_deferred();
-        if (deque_.pop(item)) return item.task;
+        if (deque_.pop(task)) return task;
     }
     return nullptr;
+}
+
+[[gnu::always_inline]] inline void* Worker::take_queued(std::uint64_t now) {
+    // While both queues hold tasks they take turns, so neither kind of work starves the
+    // other; alone, either runs. (A fork-join tree's wake queue is empty: its children run
+    // depth first; a service's spawn deque is mostly empty: its wake-ups run in order.)
+    if (spawn_turn_) {
+        spawn_turn_ = false;
+        if (void* task = take_spawned()) return task;
+    }
+    QueueItem item;
+    if (wakes_maybe_) {
+        if (wakes_.pop_top(item)) {
+            spawn_turn_ = true;
+            return take(item, now);
+        }
+        if (wakes_.empty()) wakes_maybe_ = false;  // else a thief won the race for it
+    }
+    return take_spawned();
+}
+
+[[gnu::always_inline]] inline void* Worker::take_spawned() {
+    void* task = nullptr;
+    if (spawns_maybe_) {
+        if (oldest_spawn_next_) {
+            oldest_spawn_next_ = false;
+            if (deque_.pop_top(task)) return task;
+        }
+        if (deque_.pop(task)) return task;
+        spawns_maybe_ = false;  // a failed pop leaves it empty (a thief took the last one)
+    }
+    // An empty deque takes the yield list (worker.hpp): yielded tasks are served in the
+    // spawn deque's turns, behind everything runnable here: the global queues first.
+    if (deferred_.empty()) return nullptr;
+    if ((task = take_global()) != nullptr) return task;
+    refill_from_deferred();
+    return deque_.pop(task) ? task : nullptr;
 }
 
 std::size_t Worker::pull_global_wakes() {
@@ -124,6 +169,7 @@ std::size_t Worker::pull_global_wakes() {
     std::size_t n = global.pop_bulk(wake_consumer_, chunk, std::min(kGlobalBatch, room));
     std::size_t taken = n;
     for (std::size_t i = 0; i < n; ++i) (void)wakes_.push(chunk[i]);  // in order, within room
+    if (n > 0) wakes_maybe_ = true;
     if (n == kGlobalBatch) {
         const std::size_t share =
             std::min(room, std::max(taken, (global.size_approx() + taken) / sched_.num_workers()));
@@ -138,7 +184,7 @@ std::size_t Worker::pull_global_wakes() {
     return taken;
 }
 
-bool Worker::pop_global_spawn(QueueItem& out) {
+bool Worker::pop_global_spawn(void*& out) {
     if (sched_.global_spawns().pop_bulk(spawn_consumer_, &out, 1) == 0) return false;
     stats_.global_takes.add();
     return true;
@@ -149,22 +195,24 @@ void* Worker::take_global() {
     if (pull_global_wakes() > 0 && wakes_.pop_top(item)) return take(item);
     // Spawned work: a batch, as many as the spawn deque has room for, pushed newest first
     // so that its pops (newest first) run them in the order they were spawned.
-    QueueItem batch[kGlobalBatch];
+    void* batch[kGlobalBatch];
     const std::size_t room = deque_.capacity() - deque_.size() + 1;  // + the one returned
     const std::size_t n = sched_.global_spawns().pop_bulk(spawn_consumer_, batch, std::min(kGlobalBatch, room));
     if (n == 0) return nullptr;
     stats_.global_takes.add(n);
     for (std::size_t i = n; i-- > 1;) (void)deque_.push(batch[i]);  // room checked above
+    if (n > 1) spawns_maybe_ = true;
     if (n > 1 && sched_.num_workers() > 1) sched_.notify_parked();  // the rest can be stolen
-    return batch[0].task;
+    return batch[0];
 }
 
 void Worker::refill_from_deferred() {
-    // The oldest yielded tasks go to the spawn deque, where idle workers can steal them; as
-    // many as fit, the rest stay in line. Pushed newest first, so that the owner's pops
-    // (newest first) run them oldest first.
+    // The oldest yielded tasks go to the (empty) spawn deque, where idle workers can steal
+    // them; as many as fit, the rest stay in line. Pushed newest first, so that the owner's
+    // pops (newest first) run them oldest first.
     const std::size_t n = std::min(deque_.capacity() - deque_.size(), deferred_.size());
-    for (std::size_t i = n; i-- > 0;) (void)deque_.push(QueueItem{deferred_[i], 0});  // room checked above
+    for (std::size_t i = n; i-- > 0;) (void)deque_.push(deferred_[i]);  // room checked above
+    if (n > 0) spawns_maybe_ = true;
     deferred_.erase(deferred_.begin(), deferred_.begin() + static_cast<std::ptrdiff_t>(n));
     if (n > 1 && sched_.num_workers() > 1) sched_.notify_parked();
 }
@@ -183,14 +231,20 @@ void* Worker::steal_work() {
         if (victim == index_) continue;
         // The wake queue first: its tasks were woken before anything spawned since.
         Worker& v = sched_.worker(victim);
-        QueueItem first;
         stats_.steal_attempts.add();
-        std::size_t n = v.wakes_.steal_into(wakes_, first);
-        if (n == 0) n = v.deque_.steal_into(deque_, first);
-        if (n > 0) {
+        QueueItem woken;
+        if (const std::size_t n = v.wakes_.steal_into(wakes_, woken); n > 0) {
+            if (n > 1) wakes_maybe_ = true;
             stats_.steals.add();
             stats_.stolen.add(n);
-            return take(first);
+            return take(woken);
+        }
+        void* spawned = nullptr;
+        if (const std::size_t n = v.deque_.steal_into(deque_, spawned); n > 0) {
+            if (n > 1) spawns_maybe_ = true;
+            stats_.steals.add();
+            stats_.stolen.add(n);
+            return spawned;
         }
     }
     if (void* task = take_global()) return task;
@@ -275,23 +329,28 @@ void Worker::park() {
     }
 }
 
-void Worker::push_to(ChaseLevDeque<QueueItem>& q, QueueItem item) noexcept {
+template <class T, class Global>
+void Worker::push_overflowing(ChaseLevDeque<T>& q, Global& global, typename Global::ProducerToken& token, T item) noexcept {
     while (!q.push(item)) {
-        // Full: move the older half to the global queue, where any worker can take it. The
-        // items keep their stamps: a woken task's wait goes on counting there.
-        QueueItem batch[kWakeQueueCapacity / 2];
+        // Full: move the older half to the global queue of its kind, where any worker can
+        // take it. Woken tasks keep their stamps: their wait goes on counting there.
+        T batch[kWakeQueueCapacity / 2];
         const std::size_t n = q.pop_top_batch(batch, q.capacity() / 2);
         if (n > 0) {
-            if (&q == &wakes_) {
-                sched_.global_wakes().push_bulk(wake_producer_, batch, n);
-            } else {
-                sched_.global_spawns().push_bulk(spawn_producer_, batch, n);
-            }
+            global.push_bulk(token, batch, n);
             stats_.overflows.add();
             stats_.overflowed.add(n);
         }
         // n == 0: thieves raced us and made room; retry the push.
     }
+}
+
+void Worker::overflow_wake(QueueItem item) noexcept {
+    push_overflowing(wakes_, sched_.global_wakes(), wake_producer_, item);
+}
+
+void Worker::overflow_spawn(void* task) noexcept {
+    push_overflowing(deque_, sched_.global_spawns(), spawn_producer_, task);
 }
 
 WorkerMetrics Worker::metrics() const noexcept {
@@ -314,9 +373,10 @@ WorkerMetrics Worker::metrics() const noexcept {
 }
 
 void Worker::clear_queues() noexcept {
-    QueueItem item;
-    while (deque_.pop(item)) {
+    void* task = nullptr;
+    while (deque_.pop(task)) {
     }
+    QueueItem item;
     while (wakes_.pop(item)) {
     }
     lifo_slot_.store(nullptr, std::memory_order_relaxed);

@@ -10,22 +10,36 @@
 //     the owner takes its bottom, so a fork-join tree runs depth first (bounded memory,
 //     warm caches), and thieves take its top, the oldest and largest pieces of work;
 //   * the yield list (deferred_): tasks that yielded (yield_now, the cooperative budget),
-//     run when nothing else is runnable here.
-// A woken task never waits behind a task spawned after it, and never behind one woken after
-// it except for the LIFO slot's runs: that is the bound documented in the README ("How the
-// scheduler works"): a task woken on a worker waits behind at most
-//     (tasks woken before it and still queued there) x (kMaxLifoRuns + 1) + 2
-// polls of that worker. Newest first would be right for forks and is wrong for wake-ups:
-// under a steady stream of them a task woken early sinks under every task woken after it.
-// Tokio runs its whole local queue oldest first (with the LIFO slot); Go does the same with
-// `runnext`. eddy keeps the two apart so that forks stay depth first.
+//     oldest first; whenever the spawn deque is empty when its turn comes, it is refilled
+//     from the yield list.
+// The wake queue and the spawn deque take turns while both hold tasks, so neither kind of
+// work starves the other, and a fork-join tree (no wake-ups) or a service (few spawns) runs
+// as if the other queue were not there. So a task that yields waits behind the spawned
+// tasks queued before it and, under a steady stream of wake-ups, one woken task per spawned
+// or yielded one: a service's tasks that use up their cooperative budget keep going.
+//
+// # The bound
+// A woken task never waits behind a task woken after it, except for the LIFO slot's runs,
+// and waits behind at most one spawned (or yielded) task per wake-up ahead of it. In polls
+// of its worker:
+//     waited <= (A + 1) x (kMaxLifoRuns + 2)
+// where A is the number of tasks woken before it and still queued there when it was woken
+// (each of them, and the slot chain running at its wake-up, may be followed by a slot chain
+// and one spawned task), as long as the wake queue does not overflow (past its 1,024 slots
+// the older half waits in the global wake queue, and comes back in order, at the latest one
+// interval later). tests/runtime/wake_order_test.cpp checks it under a steady stream of
+// wake-ups. Newest first, the old order, is right for forks and wrong for wake-ups: under
+// such a stream a task woken early sank under every task woken after it (11,648 polls there,
+// where the bound allows 18 per task ahead). Tokio runs its whole local queue oldest first
+// (with the LIFO slot, capped at 3); Go does the same with `runnext`. eddy keeps the two
+// kinds apart so that forks stay depth first.
 //
 // # The run loop, each turn
-//   1. next_task(): every global_queue_interval_-th turn the global queue first (its oldest
-//      task runs, a share of the rest joins the wake queue), else the oldest spawned task
-//      (neither can starve behind local work); then the LIFO slot (capped, below), the wake
-//      queue's oldest, the spawn deque's newest, a batch from the global queue (into the
-//      wake queue), and last the yield list.
+//   1. next_task(): every global_queue_interval_-th turn, a share of the global wake-ups
+//      joins the end of the wake queue, a task of the global spawn queue runs, and the next
+//      one the spawn deque gives is its oldest: nothing can starve behind local work. Then
+//      the LIFO slot (capped, below); the wake queue's oldest and the spawn deque's newest
+//      (or the yield list's oldest), taking turns; and the global queues (wake-ups first).
 //   2. Otherwise steal_work(): become a searcher (idle.hpp, rule 2), steal half of a random
 //      victim's wake queue, else half of its spawn deque, else take from the global queue; a
 //      searcher retries for a few microseconds (spin_for_work) before it parks.
@@ -37,13 +51,17 @@
 // reactor never sleeps more than a millisecond while a worker is unparked (reactor.hpp).
 // A worker that found work while searching stops searching (rule 3) before running it.
 //
-// # The global queue
-// It holds what the reactor completes (I/O, timers), spawns and wake-ups from threads that
-// are not this runtime's workers, and the overflow of full local queues. A visit takes a
-// share in proportion to its depth (depth / workers, at least kGlobalBatch, at most what the
-// wake queue has room for): the first runs, the rest join the wake queue in order. So a task
-// completed by the reactor waits for at most one interval before it reaches a worker's wake
-// queue, however deep the global queue grows.
+// # The global queues
+// Two, kept apart like the local ones (Scheduler::global_wakes, global_spawns). The wake
+// queue holds what the reactor completes (I/O, timers), wake-ups from threads that are not
+// this runtime's workers, and wake queues' overflow; the spawn queue holds spawns from other
+// threads and spawn deques' overflow. A worker takes the global wake-ups' share in
+// proportion to their depth (depth / workers, at least kGlobalBatch when there are that
+// many, at most what its wake queue has room for) into the end of its wake queue, in order:
+// every interval, and whenever it has nothing local. So a task the reactor completes waits
+// at most one interval before it joins a worker's wake queue, however deep the global queue
+// grows. (One queue for both kinds sent overflowed fork-join siblings, the oldest and
+// largest subtrees, into the FIFO ahead of the deque: fib(25) turned breadth first.)
 //
 // # The LIFO slot
 // A task that a worker schedules for itself runs next on that worker; the task it displaces
@@ -54,8 +72,8 @@
 // wake-up only when there is a second task to share.
 // What keeps the slot from holding a task hostage:
 //   * at most kMaxLifoRuns (16) slot tasks run back to back while other local tasks wait;
-//     then the slot's task joins its queue and the oldest queued task runs (the wake
-//     queue's, else the spawn deque's). So a pair of tasks waking each other through the
+//     then the slot's task joins its queue and another queued task runs (the other queue's,
+//     else the oldest of its own). So a pair of tasks waking each other through the
 //     slot delays a queued task by at most 8 exchanges. Tokio caps at 3, but each cap costs
 //     a switch to another task and, with 2 workers, often splits a pair between them;
 //     ping_pong (1 / 2 workers) against no cap, medians of 7: cap 3 0.86x / 0.80x (0.68x /
@@ -149,10 +167,13 @@ public:
     }
     /// Owner thread: queues a spawned task on the spawn deque; half of a full deque moves to
     /// the global queue first.
-    void push_local(void* task) noexcept { push_to(deque_, QueueItem{task, 0}); }
+    void push_local(void* task) noexcept {
+        spawns_maybe_ = true;
+        if (!deque_.push(task)) overflow_spawn(task);
+    }
     /// Owner thread: queues a task woken now at the end of the wake queue (overflowing the
     /// same way).
-    void push_woken(void* task) noexcept { push_to(wakes_, QueueItem{task, wake_stamp()}); }
+    void push_woken(void* task) noexcept { push_wake(QueueItem{task, wake_stamp()}); }
     /// Owner thread: queues a task behind everything else runnable here (yield_now).
     void defer(void* task) { deferred_.push_back(task); }
     /// The running task handed the I/O driver something: flush it when the task suspends.
@@ -185,7 +206,7 @@ public:
         if (void* t = lifo_slot_.load(std::memory_order_acquire)) f(untag(t));
         auto task_of = [&f](const QueueItem& item) { f(item.task); };
         wakes_.for_each_quiescent(task_of);
-        deque_.for_each_quiescent(task_of);
+        deque_.for_each_quiescent(f);
         for (void* t : deferred_) f(t);
     }
 
@@ -224,7 +245,7 @@ private:
     /// A task out of the slot (tagged) goes to its queue; a woken one stamped `now`.
     void requeue(void* tagged, std::uint64_t now) noexcept {
         if ((reinterpret_cast<std::uintptr_t>(tagged) & kWokenTag) != 0) {
-            push_to(wakes_, QueueItem{untag(tagged), now});
+            push_wake(QueueItem{untag(tagged), now});
         } else {
             push_local(tagged);
         }
@@ -241,19 +262,35 @@ private:
         if (item.woken()) delay_.record(item.stamp, now != 0 ? now : sched_ticks());
         return item.task;
     }
-    void push_to(ChaseLevDeque<QueueItem>& q, QueueItem item) noexcept;
+    /// Queues a woken task at the end of the wake queue; half of a full queue moves to the
+    /// global wake queue first.
+    void push_wake(QueueItem item) noexcept {
+        wakes_maybe_ = true;
+        if (!wakes_.push(item)) overflow_wake(item);
+    }
+    void overflow_wake(QueueItem item) noexcept;
+    void overflow_spawn(void* task) noexcept;
+    template <class T, class Global>
+    void push_overflowing(ChaseLevDeque<T>& q, Global& global, typename Global::ProducerToken& token,
+                          T item) noexcept;
     void* next_task();
     void* steal_work();
     void* spin_for_work(bool delivery_due);
     void park();
     void leave_searching() noexcept;
+    /// The next task of the wake queue or the spawn deque (they take turns), or nullptr.
+    /// `now`: a clock reading just taken, or 0.
+    void* take_queued(std::uint64_t now = 0);
+    /// The spawn deque's next task (its newest, or its oldest when the interval says so).
+    void* take_spawned();
     /// Moves the global wake-ups' share to the end of the wake queue; returns how many.
     std::size_t pull_global_wakes();
     /// One task from the global spawn queue.
-    bool pop_global_spawn(QueueItem& out);
+    bool pop_global_spawn(void*& out);
     /// With nothing local: the global wake-ups' share (the oldest runs), else a batch of
     /// spawned tasks (the first runs). nullptr when both are empty.
     void* take_global();
+    /// The yield list's oldest tasks to the empty spawn deque, to be popped in order.
     void refill_from_deferred();
     std::uint64_t next_random() noexcept;
 
@@ -261,17 +298,25 @@ private:
     const std::size_t index_;
     const std::atomic<bool>* const unwatched_;  // Scheduler::unwatched_flag()
     const bool watch_every_poll_;              // slow_poll_threshold set: see park()
-    ChaseLevDeque<QueueItem> deque_;  // spawned tasks: the owner pops the newest
+    ChaseLevDeque<void*> deque_;      // spawned tasks: the owner pops the newest
     ChaseLevDeque<QueueItem> wakes_;  // woken tasks: the owner pops the oldest
     Parker parker_;
     InjectQueue::ProducerToken wake_producer_;  // Scheduler::global_wakes()
     InjectQueue::ConsumerToken wake_consumer_;
-    InjectQueue::ProducerToken spawn_producer_;  // Scheduler::global_spawns()
-    InjectQueue::ConsumerToken spawn_consumer_;
+    SpawnQueue::ProducerToken spawn_producer_;  // Scheduler::global_spawns()
+    SpawnQueue::ConsumerToken spawn_consumer_;
     // The next task to run (tagged: kWokenTag). Exchanged by the owner, and by a thief only
     // in a stale poll.
     std::atomic<void*> lifo_slot_{nullptr};
     std::uint32_t lifo_runs_ = 0;  // slot tasks run back to back
+    bool spawn_turn_ = false;         // take_queued: the spawn deque's turn next
+    // False only when that queue is known to be empty: only this thread adds to its own
+    // queues, so once it saw one empty it stays empty until this thread pushes (a wake-up
+    // or a spawn, a share of a global queue, a steal, the yield list). Spares a worker two
+    // loads per turn for a queue it does not use, or a pop that would find nothing.
+    bool wakes_maybe_ = false;
+    bool spawns_maybe_ = false;
+    bool oldest_spawn_next_ = false;  // the spawn deque's next task is its oldest (interval)
     std::uint64_t poll_ticks_ = 0;  // wake_stamp()'s reading for this poll; 0: none yet
     // Relaxed: hints for the watchdog and thieves; the slot's exchange is what decides.
     std::atomic<std::uint64_t> poll_seq_{0};  // written by the owner only, twice per poll

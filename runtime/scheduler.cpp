@@ -251,12 +251,14 @@ void Scheduler::schedule_item(void* item) noexcept {
         return;
     }
     global_wakes_.push(QueueItem{item, sched_ticks()});
+    note_global_wakes();
     notify_parked();
 }
 
 void Scheduler::schedule_external(InjectQueue::ProducerToken& token, void* const* frames,
                                   std::size_t n) noexcept {
     global_wakes_.push_bulk_woken(token, frames, n, sched_ticks());
+    note_global_wakes();
     notify_parked();
 }
 

@@ -125,6 +125,12 @@ public:
     /// (worker.hpp): woken tasks run oldest first, spawned ones depth first.
     InjectQueue& global_wakes() noexcept { return global_wakes_; }
     SpawnQueue& global_spawns() noexcept { return global_spawns_; }
+    /// Moves after every push to the global wake queue: workers look at it every turn and
+    /// take their share when it moved (Worker::next_task), so what the reactor completes
+    /// joins a worker's wake queue at once, in the order of the wake-ups. Release after the
+    /// push, acquire by the workers: a worker that sees it move finds the items there.
+    std::uint64_t global_wake_pushes() const noexcept { return wake_pushes_.load(std::memory_order_acquire); }
+    void note_global_wakes() noexcept { wake_pushes_.fetch_add(1, std::memory_order_release); }
     /// Tasks in both (an estimate).
     std::size_t global_depth() const { return global_wakes_.size_approx() + global_spawns_.size_approx(); }
     Idle& idle() noexcept { return idle_; }
@@ -173,6 +179,8 @@ private:
     std::atomic<std::uint64_t> destroyed_{0};
     std::mutex shutdown_mutex_;
     bool shut_down_ = false;  // guarded by shutdown_mutex_
+    // Written by the reactor at each batch it delivers, read by every worker every turn.
+    alignas(64) std::atomic<std::uint64_t> wake_pushes_{0};
     // Last, on lines of its own: cold on a real clock (the hot fields above keep their layout).
     alignas(64) RuntimeClock clock_;
 };

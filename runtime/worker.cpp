@@ -73,17 +73,17 @@ void Worker::run() {
 void* Worker::next_task() {
     ++tick_;
     if (--global_countdown_ == 0) {
-        // Nothing starves behind local work: the global wake-ups' share joins the end of the
-        // wake queue, a task spawned from elsewhere runs now, and the next one the spawn
-        // deque gives is its oldest.
+        // Spawned work cannot starve behind woken work: a task spawned from elsewhere runs
+        // now, and the next one the spawn deque gives is its oldest.
         global_countdown_ = global_queue_interval_;
-        (void)pull_global_wakes();
         if (void* task = nullptr; pop_global_spawn(task)) {
             lifo_runs_ = 0;
             return task;
         }
         oldest_spawn_next_ = true;
     }
+    // Wake-ups from outside this worker first (worker.hpp, "Input first").
+    if (void* task = take_global_wake()) return task;
     // Relaxed first look, so that an empty slot costs no read-modify-write; acquire on the
     // exchange pairs with the release of the one that filled it (fill_slot).
     if (lifo_slot_.load(std::memory_order_relaxed) != nullptr) {
@@ -97,6 +97,7 @@ void* Worker::next_task() {
             const std::uint64_t now = sched_ticks();  // stamps the one, times the other
             requeue(slot, now);
             lifo_runs_ = 0;
+            global_run_ = 0;
             // Another task than the slot's: the other queue's, else the oldest of its own.
             QueueItem item;
             void* task = nullptr;
@@ -110,6 +111,7 @@ void* Worker::next_task() {
         }
     }
     lifo_runs_ = 0;
+    global_run_ = 0;
     if (void* task = take_queued()) return task;
     if (void* task = take_global()) return task;
     // A loop, not an `if`: thieves may steal every refilled task before our pop, and the
@@ -123,15 +125,33 @@ void* Worker::next_task() {
     return nullptr;
 }
 
+[[gnu::always_inline]] inline void* Worker::take_global_wake() {
+    // The reactor (or another thread) delivered since the last look: the queue may hold
+    // tasks. A pop that finds none clears the mark; a later delivery sets it again.
+    if (const std::uint64_t pushes = sched_.global_wake_pushes(); pushes != seen_wake_pushes_) {
+        seen_wake_pushes_ = pushes;
+        global_maybe_ = true;
+    }
+    if (!global_maybe_ || global_run_ >= kMaxGlobalRun) return nullptr;
+    QueueItem item;
+    if (sched_.global_wakes().pop_bulk(wake_consumer_, &item, 1) == 0) {
+        global_maybe_ = false;
+        return nullptr;
+    }
+    ++global_run_;
+    stats_.global_takes.add();
+    return take(item);
+}
+
 [[gnu::always_inline]] inline void* Worker::take_queued(std::uint64_t now) {
     // While both queues hold tasks they take turns, so neither kind of work starves the
     // other; alone, either runs. (A fork-join tree's wake queue is empty: its children run
     // depth first; a service's spawn deque is mostly empty: its wake-ups run in order.)
+    QueueItem item;
     if (spawn_turn_) {
         spawn_turn_ = false;
         if (void* task = take_spawned()) return task;
     }
-    QueueItem item;
     if (wakes_maybe_) {
         if (wakes_.pop_top(item)) {
             spawn_turn_ = true;
@@ -347,6 +367,7 @@ void Worker::push_overflowing(ChaseLevDeque<T>& q, Global& global, typename Glob
 
 void Worker::overflow_wake(QueueItem item) noexcept {
     push_overflowing(wakes_, sched_.global_wakes(), wake_producer_, item);
+    sched_.note_global_wakes();
 }
 
 void Worker::overflow_spawn(void* task) noexcept {

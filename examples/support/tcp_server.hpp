@@ -1,7 +1,8 @@
 // examples/support/tcp_server.hpp: what the TCP server examples (echo_server, http_hello,
 // kv_server) share, so that each example file shows only its protocol:
 //   * the command line: --host ADDR, --port N (EDDY_PORT fills it in when not given; 0 picks
-//     a free port), --workers N (EDDY_WORKERS, when set, wins: RuntimeConfig's rule);
+//     a free port), --workers N (EDDY_WORKERS, when set, wins: RuntimeConfig's rule); the
+//     other EDDY_* tuning variables apply too (RuntimeConfig::from_env);
 //   * the server's life: SIGINT/SIGTERM blocked before the Runtime starts (its threads
 //     inherit the mask, so the signals reach a signalfd), the listener bound before the
 //     "<name> runtime=eddy workers=N listening=ADDR" line is printed, one task per connection
@@ -230,7 +231,8 @@ int run_tcp_server(const char* name, const char* description, int argc, char** a
         std::vector<int> caught{SIGINT, SIGTERM};
         caught.insert(caught.end(), hooks.signals.begin(), hooks.signals.end());
         eddy::io::SignalSet signals{std::span<const int>(caught)};
-        eddy::Runtime rt(eddy::RuntimeConfig{.workers = options.workers});
+        // The EDDY_* tuning variables apply (RuntimeConfig::from_env), as in a service.
+        eddy::Runtime rt(eddy::RuntimeConfig::from_env(eddy::RuntimeConfig{.workers = options.workers}));
         std::function<void(int)> on_other;
         if (hooks.on_signal) on_other = [&](int sig) { hooks.on_signal(sig, rt); };
         // Bind before printing: once the line is out, connections are accepted.

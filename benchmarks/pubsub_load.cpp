@@ -4,7 +4,8 @@
 // and POSIX, no eddy: it must not share code, or a bug, with the runtime it measures.
 //
 //     pubsub_load --port N [--host ADDR] [--clients 200] [--room-size 20] [--window 1]
-//                 [--size 64] [--secs 3 | --lines L] [--runtime NAME] [--workers N] [--timeout-s 60]
+//                 [--size 64] [--secs 3 | --lines L] [--rate R] [--runtime NAME] [--workers N]
+//                 [--timeout-s 60]
 //
 // Client i (0 <= i < clients) joins room i / room_size ("JOIN <room>"), and once every client
 // has its "JOINED" answer they all start sending lines "<i> <seq> <padding>\n" of --size bytes
@@ -12,7 +13,11 @@
 // --window of its own lines in flight: sent, not yet seen back (the server sends a line to
 // every member of the room, the sender included). It sends --lines lines, or for --secs
 // seconds; the run ends once every client has seen its own lines back and every line of
-// every sender of its room.
+// every sender of its room. With --rate R the clients together send at most R lines a
+// second, evenly spread (client i's k-th line no earlier than (k x clients + i) / R seconds
+// after the start): an offered load below what the server can take, for figures of a server
+// that is not saturated (the scheduling delay); without it they send as fast as the window
+// allows.
 //
 // Checked for every line received: it is well-formed (the numbers, the length, the padding's
 // letter at both ends), its sender is in the receiver's room, and it is that sender's next
@@ -33,7 +38,7 @@
 // Output: one result line in the style of shared/bench/SPEC.md, the SPEC's fields first:
 //     bench=fanout_pubsub runtime=eddy workers=2 ops=<lines delivered> secs=<s> rate=<ops/s>
 //         room_size=20 clients=200 window=1 size=64 lines_sent=<n> sent_min=<n> sent_max=<n>
-//         p50_us=<ack> p99_us=<ack> dropped=<n> errors=<n>
+//         p50_us=<ack> p99_us=<ack> dropped=<n> errors=<n> offered=<--rate, 0 without>
 // (one line). ops counts every line received by every client after the start; secs runs from
 // the start to the end of the run; p50_us and p99_us are the time from sending a line to seeing
 // it come back; sent_min and sent_max are the fewest and most lines a client that was not
@@ -75,6 +80,7 @@ struct Options {
     unsigned long size = 64;
     unsigned long lines = 0;  // 0: run for `secs`
     double secs = 3;
+    double rate = 0;  // lines a second over all clients; 0: as fast as the window allows
     std::string runtime = "unknown";
     unsigned long workers = 0;
     double timeout_s = 60;
@@ -84,8 +90,8 @@ struct Options {
     std::fprintf(stderr,
                  "pubsub_load: %s\n"
                  "usage: pubsub_load --port N [--host ADDR] [--clients 200] [--room-size 20] [--window 1]\n"
-                 "                   [--size 64] [--secs 3 | --lines L] [--runtime NAME] [--workers N]\n"
-                 "                   [--timeout-s 60]\n",
+                 "                   [--size 64] [--secs 3 | --lines L] [--rate R] [--runtime NAME]\n"
+                 "                   [--workers N] [--timeout-s 60]\n",
                  why);
     std::exit(2);
 }
@@ -126,6 +132,12 @@ Options parse_options(int argc, char** argv) {
             number(o.lines, 1, ULONG_MAX, "--lines: at least 1");
         } else if (flag == "--workers") {
             number(o.workers, 0, ULONG_MAX, "--workers: a whole number");
+        } else if (flag == "--rate") {
+            char* end = nullptr;
+            const std::string text(value);
+            const double d = std::strtod(text.c_str(), &end);
+            if (end == text.c_str() || *end != '\0' || !(d > 0 && d < 1e9)) usage("--rate: lines a second, above 0");
+            o.rate = d;
         } else if (flag == "--secs" || flag == "--timeout-s") {
             char* end = nullptr;
             const std::string text(value);
@@ -179,6 +191,8 @@ public:
         for (;;) {
             if (!turn(give_up)) return timed_out("running");
             const Clock::time_point now = Clock::now();
+            if (o_.rate > 0)
+                for (Client& c : clients_) top_up(c, now);  // lines that came due meanwhile
             if (now - last_check >= std::chrono::milliseconds(5)) {
                 last_check = now;
                 if (finished(now)) break;
@@ -248,7 +262,8 @@ private:
     /// One epoll_wait and the events it gave; false once `give_up` has passed.
     bool turn(Clock::time_point give_up) {
         epoll_event events[256];
-        const int n = ::epoll_wait(epoll_, events, 256, 5);
+        // Paced (--rate), the sends are due between events: look at least every millisecond.
+        const int n = ::epoll_wait(epoll_, events, 256, o_.rate > 0 && started_ ? 1 : 5);
         if (n < 0 && errno != EINTR) {
             fail("epoll_wait");
             std::exit(1);
@@ -347,7 +362,14 @@ private:
     }
 
     bool may_send(const Client& c, Clock::time_point now) const {
-        return o_.lines > 0 ? c.sent < o_.lines : now < deadline_;
+        if (o_.lines > 0 ? c.sent >= o_.lines : now >= deadline_) return false;
+        return o_.rate == 0 || now >= due(c);
+    }
+
+    /// With --rate: when `c` may send its next line.
+    Clock::time_point due(const Client& c) const {
+        const double k = static_cast<double>(c.sent) * static_cast<double>(o_.clients) + c.id;
+        return start_ + to_duration(k / o_.rate);
     }
 
     /// Sends `c`'s next lines while its window has room.
@@ -438,12 +460,12 @@ private:
         const double p50 = percentile_us(0.50), p99 = percentile_us(0.99);
         std::printf("bench=fanout_pubsub runtime=%s workers=%lu ops=%llu secs=%.4f rate=%llu room_size=%lu clients=%lu "
                     "window=%lu size=%lu lines_sent=%llu sent_min=%llu sent_max=%llu p50_us=%.1f p99_us=%.1f "
-                    "dropped=%zu errors=%llu\n",
+                    "dropped=%zu errors=%llu offered=%.0f\n",
                     o_.runtime.c_str(), o_.workers, static_cast<unsigned long long>(delivered_), secs,
                     static_cast<unsigned long long>(secs > 0 ? static_cast<double>(delivered_) / secs : 0),
                     o_.room_size, o_.clients, o_.window, o_.size, static_cast<unsigned long long>(sent),
                     static_cast<unsigned long long>(sent_min), static_cast<unsigned long long>(sent_max), p50, p99,
-                    dropped_, static_cast<unsigned long long>(errors_));
+                    dropped_, static_cast<unsigned long long>(errors_), o_.rate);
         std::fflush(stdout);
     }
 

@@ -38,15 +38,13 @@ void InjectQueueOf<T>::push_bulk(ProducerToken& token, const T* items, std::size
     if (!queue_->enqueue_bulk(token.get(), items, n)) out_of_memory();
 }
 
-template <class T>
-void InjectQueueOf<T>::push_bulk_woken(ProducerToken& token, void* const* tasks, std::size_t n, std::uint64_t stamp)
-    requires std::same_as<T, QueueItem>
-{
+void push_bulk_woken(InjectQueue& q, InjectQueue::ProducerToken& token, void* const* tasks, std::size_t n,
+                     std::uint64_t stamp) {
     QueueItem chunk[64];
     for (std::size_t done = 0; done < n;) {
         const std::size_t k = n - done < 64 ? n - done : 64;
         for (std::size_t i = 0; i < k; ++i) chunk[i] = QueueItem{tasks[done + i], stamp};
-        push_bulk(token, chunk, k);
+        q.push_bulk(token, chunk, k);
         done += k;
     }
 }

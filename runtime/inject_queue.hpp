@@ -27,7 +27,6 @@
 #include "runtime/private.hpp"
 #include "runtime/queue_item.hpp"
 
-#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -105,9 +104,6 @@ public:
     void push(T item);
     /// A worker's overflow: with the caller's own producer token.
     void push_bulk(ProducerToken& token, const T* items, std::size_t n);
-    /// The reactor's completions: `n` tasks woken at `stamp` (queue_item.hpp).
-    void push_bulk_woken(ProducerToken& token, void* const* tasks, std::size_t n, std::uint64_t stamp)
-        requires std::same_as<T, QueueItem>;
     /// Any worker: up to `max` items into `out`; returns how many.
     std::size_t pop_bulk(ConsumerToken& token, T* out, std::size_t max);
     /// Without a token: shutdown drains, task dumps and tests.
@@ -152,5 +148,9 @@ using InjectQueue = InjectQueueOf<QueueItem>;
 using SpawnQueue = InjectQueueOf<void*>;
 extern template class InjectQueueOf<QueueItem>;
 extern template class InjectQueueOf<void*>;
+
+/// The reactor's completions: `n` tasks woken at `stamp` (queue_item.hpp), in bulk.
+void push_bulk_woken(InjectQueue& q, InjectQueue::ProducerToken& token, void* const* tasks, std::size_t n,
+                     std::uint64_t stamp);
 
 } // namespace eddy::detail

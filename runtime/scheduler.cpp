@@ -257,7 +257,7 @@ void Scheduler::schedule_item(void* item) noexcept {
 
 void Scheduler::schedule_external(InjectQueue::ProducerToken& token, void* const* frames,
                                   std::size_t n) noexcept {
-    global_wakes_.push_bulk_woken(token, frames, n, sched_ticks());
+    push_bulk_woken(global_wakes_, token, frames, n, sched_ticks());
     note_global_wakes();
     notify_parked();
 }

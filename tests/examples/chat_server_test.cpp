@@ -305,7 +305,7 @@ TEST_CASE("chat_server: pubsub_load with small numbers: every line, in order, no
     CHECK(out.rfind("bench=fanout_pubsub runtime=eddy workers=2 ops=5000 ", 0) == 0);
     CHECK(out.find(" room_size=5 clients=20 window=2 ") != std::string::npos);
     CHECK(out.find(" lines_sent=1000 sent_min=50 sent_max=50 ") != std::string::npos);
-    CHECK(out.find(" dropped=0 errors=0\n") != std::string::npos);
+    CHECK(out.find(" dropped=0 errors=0 offered=0\n") != std::string::npos);
     server.signal(SIGTERM);
     const std::optional<Exit> s = server.wait_exit();
     REQUIRE(s.has_value());

@@ -204,3 +204,49 @@ TEST_CASE("metrics can be read after shutdown, and to_string names every part") 
     CHECK(text.find(" slow_polls=") != std::string::npos);
     CHECK(text.find("blocking: threads=0 idle=0 queued=0 calls=0 left_running=0") != std::string::npos);
 }
+
+namespace {
+
+/// Spins without suspending until `woken` is set by another thread, then `extra` longer: the
+/// only worker is busy all that time.
+Task<void> spin_past(const std::atomic<bool>& woken, std::chrono::milliseconds extra) {
+    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    while (!woken.load())
+        if (past(deadline)) co_return;
+    const auto until = std::chrono::steady_clock::now() + extra;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+}
+
+} // namespace
+
+TEST_SUITE("runtime/metrics") {
+
+TEST_CASE("the scheduling delay counts how long a woken task waited for its worker") {
+    // One worker, busy spinning; a plain thread wakes a waiting task (through the global
+    // queue) and the spin goes on 30 ms more: the woken task waited at least that long. Only
+    // a lower bound is checked: a loaded machine makes the wait longer, never shorter.
+    Runtime rt(RuntimeConfig{.workers = 1});
+    eddy::Notify notify;
+    std::atomic<bool> woken{false};
+    eddy::JoinHandle<void> waiter = rt.spawn([](eddy::Notify& n) -> Task<void> { co_await n.notified(); }(notify));
+    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    while (notify.waiters() == 0 && !past(deadline)) std::this_thread::yield();
+    REQUIRE(notify.waiters() == 1);
+    eddy::JoinHandle<void> spinner = rt.spawn(spin_past(woken, 30ms));
+    std::this_thread::sleep_for(5ms);  // the spinner is running (if not, the wait is only shorter)
+    notify.notify_one();
+    woken.store(true);
+    rt.block_on([](eddy::JoinHandle<void> a, eddy::JoinHandle<void> b) -> Task<void> {
+        co_await std::move(a);
+        co_await std::move(b);
+    }(std::move(waiter), std::move(spinner)));
+    const eddy::DurationHistogram delay = rt.metrics().scheduling_delay();
+    INFO("count " << delay.count() << ", max " << delay.max().count() << " ns");
+    CHECK(delay.count() >= 1);
+    CHECK(delay.max() >= 25ms);
+    CHECK(delay.percentile(1.0) == delay.max());
+    CHECK(rt.metrics().workers[0].scheduling_delay.count() == delay.count());
+}
+
+} // TEST_SUITE

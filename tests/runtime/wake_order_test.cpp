@@ -8,6 +8,7 @@
 // and its own poll, the same on a quiet machine and on a loaded one.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -38,6 +39,14 @@ constexpr std::uint64_t kSlotRuns = 16;
 constexpr std::uint64_t kGlobalRun = 16;
 /// The bound of runtime/worker.hpp, per task woken before it and still queued (and one more).
 constexpr std::uint64_t kPerTaskAhead = kSlotRuns + 2 * kGlobalRun + 3;
+/// The build's local queues (-Dsmall_queues: 4 and 16 slots, so that overflow runs in every
+/// test). The bound and the exact orders below hold while a worker's queues do not
+/// overflow; with small queues these tests check that every task still runs.
+#ifdef EDDY_LOCAL_QUEUE_CAPACITY
+constexpr bool kSmallQueues = true;
+#else
+constexpr bool kSmallQueues = false;
+#endif
 
 /// Waiters woken by a producing pair, and what each wake-up became. One worker: no locks.
 struct Stream {
@@ -189,7 +198,7 @@ void check_stream(const Stream& s) {
     INFO("wake-ups " << s.wakes << ", longest wait " << s.max_waited << " polls, longest queue " << s.max_pending);
     CHECK(s.wakes > 10'000);
     CHECK(s.max_pending > 100);  // the premise: a deep queue
-    CHECK(s.max_excess == 0);
+    if (!kSmallQueues) CHECK(s.max_excess == 0);
     std::uint64_t starved = 0;
     for (const auto& x : s.w) starved += x.runs == 0 ? 1 : 0;
     CHECK(starved == 0);
@@ -234,6 +243,10 @@ TEST_CASE("tasks woken one by one in one poll run in that order, the last first 
     }(order));
     std::vector<int> expected{99};
     for (int i = 0; i < 99; ++i) expected.push_back(i);
+    if (kSmallQueues) {
+        std::sort(order.begin(), order.end());
+        std::sort(expected.begin(), expected.end());
+    }
     CHECK(order == expected);
 }
 
@@ -276,7 +289,7 @@ TEST_CASE("fork-join children still run depth first: a when_all tree never fills
     // overflow the 256-slot deque; depth first, at most one pending sibling per level.
     Runtime rt(RuntimeConfig{.workers = 1});
     CHECK(rt.block_on(fib(20)) == 6765);
-    CHECK(rt.metrics().workers[0].overflows == 0);
+    if (!kSmallQueues) CHECK(rt.metrics().workers[0].overflows == 0);
 }
 
 } // TEST_SUITE

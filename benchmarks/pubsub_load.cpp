@@ -361,9 +361,12 @@ private:
         }
     }
 
+    /// Whether `c` has lines left to send (now or, paced, later).
+    bool has_more(const Client& c, Clock::time_point now) const {
+        return o_.lines > 0 ? c.sent < o_.lines : now < deadline_;
+    }
     bool may_send(const Client& c, Clock::time_point now) const {
-        if (o_.lines > 0 ? c.sent >= o_.lines : now >= deadline_) return false;
-        return o_.rate == 0 || now >= due(c);
+        return has_more(c, now) && (o_.rate == 0 || now >= due(c));
     }
 
     /// With --rate: when `c` may send its next line.
@@ -430,7 +433,7 @@ private:
     /// sender of its room that is left.
     bool finished(Clock::time_point now) const {
         for (const Client& c : clients_)
-            if (!c.dropped && (c.acked != c.sent || may_send(c, now))) return false;
+            if (!c.dropped && (c.acked != c.sent || has_more(c, now))) return false;
         for (const Client& c : clients_) {
             if (c.dropped) continue;
             for (std::size_t m = 0; m < c.next.size(); ++m) {

@@ -125,10 +125,10 @@ public:
     /// (worker.hpp): woken tasks run oldest first, spawned ones depth first.
     InjectQueue& global_wakes() noexcept { return global_wakes_; }
     SpawnQueue& global_spawns() noexcept { return global_spawns_; }
-    /// Moves after every push to the global wake queue: workers look at it every turn and
-    /// take their share when it moved (Worker::next_task), so what the reactor completes
-    /// joins a worker's wake queue at once, in the order of the wake-ups. Release after the
-    /// push, acquire by the workers: a worker that sees it move finds the items there.
+    /// Moves after every push to the global wake queue: workers look at it every turn and,
+    /// when it moved, take from that queue before their own (worker.hpp, "Input first").
+    /// Release after the push, acquire by the workers: a worker that sees it move finds the
+    /// items there. Whoever pushes to the global wake queue calls note_global_wakes().
     std::uint64_t global_wake_pushes() const noexcept { return wake_pushes_.load(std::memory_order_acquire); }
     void note_global_wakes() noexcept { wake_pushes_.fetch_add(1, std::memory_order_release); }
     /// Tasks in both (an estimate).

@@ -124,6 +124,9 @@ private:
         // Every item goes back before anything that may throw: none may be lost.
         collect_global(sched_.global_wakes());
         collect_global(sched_.global_spawns());
+        // The wake-ups went back: busy workers look at the global wake queue only when this
+        // moves (Worker::take_global_wake), and may have found it empty meanwhile.
+        sched_.note_global_wakes();
     }
 
     template <class T>

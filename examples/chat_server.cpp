@@ -149,11 +149,11 @@ std::optional<std::string> parse_join(std::string_view line) {
 }
 
 /// Sends the client's lines into its room until its input ends or breaks the protocol (then
-/// the answer is queued); either way it closes the outbox, so the writer ends after what is
-/// queued.
-eddy::Task<void> read_lines(eddy::io::BufReader<eddy::net::TcpStream>& in, Room& room, Outbox& outbox) {
+/// `too_long` is set); either way it closes the outbox, so the writer ends after what is
+/// queued, and the pump stops queuing (ChannelClosed).
+eddy::Task<void> read_lines(eddy::io::BufReader<eddy::net::TcpStream>& in, Room& room, Outbox& outbox,
+                            bool& too_long) {
     std::string line;
-    bool too_long = false;
     try {
         while (co_await in.read_line(line)) {
             if (line.empty()) continue;
@@ -166,8 +166,8 @@ eddy::Task<void> read_lines(eddy::io::BufReader<eddy::net::TcpStream>& in, Room&
     } catch (const eddy::io::LineTooLong&) {
         too_long = true;
     }
-    // A full outbox cannot take the answer: the pump drops that client anyway.
-    if (too_long) outbox.try_send(std::make_shared<const std::string>("ERR line too long\n"));
+    // Written before the close: the writer reads it after its receive saw the close (the
+    // channel's lock orders the two).
     outbox.close();
 }
 
@@ -201,8 +201,10 @@ eddy::Task<void> pump(eddy::broadcast::Receiver<Line>& rx, Outbox& outbox, eddy:
 }
 
 /// Writes the outbox to the socket until it is closed and drained; what is queued together
-/// goes out in one write.
-eddy::Task<void> write_lines(eddy::net::TcpStream& s, Outbox& outbox) {
+/// goes out in one write. Then, if the reader met a line over the limit, the answer: the last
+/// thing the client gets (queued by the reader instead, it could be overtaken by a line the
+/// pump queued on another worker between the answer and the close).
+eddy::Task<void> write_lines(eddy::net::TcpStream& s, Outbox& outbox, const bool& too_long) {
     eddy::io::BufWriter out(s, 16384);
     while (std::optional<Line> line = co_await outbox.receive()) {
         std::uint64_t n = 0;
@@ -212,6 +214,11 @@ eddy::Task<void> write_lines(eddy::net::TcpStream& s, Outbox& outbox) {
         } while ((line = outbox.try_receive()));
         co_await out.flush();
         g_stats.lines_out.fetch_add(n, std::memory_order_relaxed);
+    }
+    if (too_long) {
+        co_await out.write_all(std::string_view("ERR line too long\n"));
+        co_await out.flush();
+        g_stats.lines_out.fetch_add(1, std::memory_order_relaxed);
     }
 }
 
@@ -239,9 +246,10 @@ eddy::Task<void> serve_chat(eddy::net::TcpStream s) {
     const std::string joined = "JOINED " + *room + "\n";
     co_await s.write_all(std::string_view(joined));
     Outbox outbox(kOutboxCapacity);
+    bool too_long = false;  // set by the reader, answered by the writer
     co_await eddy::task_group([&](eddy::TaskGroup& group) -> eddy::Task<void> {
         group.spawn(pump(member.receiver(), outbox, group));
-        co_await eddy::when_all(read_lines(in, member.room(), outbox), write_lines(s, outbox));
+        co_await eddy::when_all(read_lines(in, member.room(), outbox, too_long), write_lines(s, outbox, too_long));
         group.cancel();  // the pump, waiting for the room's next line
     });
 }

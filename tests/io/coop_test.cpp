@@ -2,22 +2,26 @@
 // operations are always ready gives its worker back, the operation that made it yield keeps
 // its result, and unconstrained() / consume_budget() / remaining_budget() do what they say.
 //
-// The starvation cases are the issue's measurements turned into assertions: one worker, a
-// task looping on an always-ready operation for a second, and a second task sleeping 10 ms in
-// a loop meanwhile. Without the budget the sleeper never ran (0 wake-ups in the second);
-// the bounds below are loose (a quarter of the expected wake-ups, 300 ms of lateness), so
-// that a loaded machine or a sanitizer cannot make them flake.
+// The starvation cases: one worker, a task looping on an always-ready operation, and a second
+// task sleeping 10 ms in a loop meanwhile; the loop runs until the sleeper has woken 30
+// times (without the budget it never woke: the loop would run to its 20 s limit). The
+// sleeper's lateness is counted in the worker thread's CPU time, from the loop's first
+// operation after the sleeper was due to the sleeper running: the work the worker did
+// instead of running it. Wall time would also count the time the OS gave the thread to
+// other programs, which a loaded machine makes as long as it likes.
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <optional>
 #include <span>
 #include <string>
@@ -50,45 +54,58 @@ using namespace std::chrono_literals;
 
 namespace {
 
+constexpr int kWakeups = 30;  // the sleeper's wake-ups the loop runs for
+
+/// CPU time of the calling thread.
+std::chrono::nanoseconds thread_cpu() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
+/// Shared by the loop and the sleeper, which run on the same (only) worker thread.
 struct Starvation {
-    int wakeups = 0;                  // sleeps of 10 ms completed while the busy loop ran
-    Clock::duration worst_late{};     // the sleeper's worst lateness
-    std::uint64_t busy_ops = 0;       // operations the busy loop completed
+    int wakeups = 0;                                      // sleeps of 10 ms completed
+    Clock::time_point due = Clock::time_point::max();     // the sleeper's current wake time
+    std::optional<std::chrono::nanoseconds> cpu_at_due;   // set by the loop's first op after `due`
+    std::chrono::nanoseconds worst_late{};                // the worker's CPU time while the sleeper was due
+    std::uint64_t busy_ops = 0;                           // operations the loop completed
 };
 
-Task<void> sleeper(const std::atomic<bool>& stop, Starvation& out) {
+Task<void> sleeper(const std::atomic<bool>& stop, Starvation& s) {
     while (!stop.load()) {
-        const auto start = Clock::now();
+        s.cpu_at_due.reset();
+        s.due = Clock::now() + 10ms;
         co_await eddy::sleep(10ms);
-        const auto late = Clock::now() - start - 10ms;
-        if (late > out.worst_late) out.worst_late = late;
-        ++out.wakeups;
+        if (s.cpu_at_due) s.worst_late = std::max(s.worst_late, thread_cpu() - *s.cpu_at_due);
+        s.due = Clock::time_point::max();
+        ++s.wakeups;
     }
 }
 
-/// Runs `op()` (a Task) in a loop for `run_for` on the calling worker while a sleeper runs.
+/// Runs `op()` (a Task) in a loop on the calling worker until a sleeper beside it has woken
+/// kWakeups times, or for 20 s.
 template <class Op>
-Task<Starvation> starve(Op op, Clock::duration run_for) {
-    Starvation out;
+Task<void> starve(Op op, Starvation& out) {
     std::atomic<bool> stop{false};
     JoinHandle<void> s = eddy::spawn(sleeper(stop, out));
-    const auto end = Clock::now() + run_for;
-    while (Clock::now() < end) {
+    const auto give_up = Clock::now() + 20s;
+    while (out.wakeups < kWakeups && Clock::now() < give_up) {
         co_await op();
         ++out.busy_ops;
+        if (!out.cpu_at_due && Clock::now() >= out.due) out.cpu_at_due = thread_cpu();
     }
     stop.store(true);
     co_await std::move(s);
-    co_return out;
 }
 
 void check_not_starved(const Starvation& r, Runtime& rt) {
-    INFO("wakeups=" << r.wakeups << " worst_late_ms="
-                    << std::chrono::duration_cast<std::chrono::milliseconds>(r.worst_late).count()
+    INFO("wakeups=" << r.wakeups << " worst_late_cpu_us="
+                    << std::chrono::duration_cast<std::chrono::microseconds>(r.worst_late).count()
                     << " busy_ops=" << r.busy_ops);
-    CHECK(r.busy_ops > 1000);   // the loop really ran on ready operations
-    CHECK(r.wakeups >= 25);     // about 90 expected in a second
-    CHECK(r.worst_late < 300ms);
+    CHECK(r.wakeups >= kWakeups);  // the sleeper ran while the loop did
+    CHECK(r.busy_ops > 1000);             // and the loop really ran on ready operations
+    CHECK(r.worst_late < 100ms);          // about a budget's worth of operations: well under 1 ms
     CHECK(rt.metrics().total(&eddy::WorkerMetrics::budget_yields) > 0);
 }
 
@@ -108,15 +125,16 @@ TEST_CASE("a loop on reads of a cached file does not starve a sleeper on its wor
     const std::string path = temp_file_with(4096);
     Runtime rt(RuntimeConfig{.workers = 1});
     int short_reads = 0;
-    const Starvation r = rt.block_on([](std::string path, int& short_reads) -> Task<Starvation> {
+    Starvation r;
+    rt.block_on([](std::string path, int& short_reads, Starvation& r) -> Task<void> {
         eddy::fs::File f = co_await eddy::fs::File::open(path);
         std::vector<std::byte> buf(512);
-        co_return co_await starve(
+        co_await starve(
             [&]() -> Task<void> {
                 if (co_await f.read_at(buf, 0) != buf.size()) ++short_reads;
             },
-            1s);
-    }(path, short_reads));
+            r);
+    }(path, short_reads, r));
     ::unlink(path.c_str());
     check_not_starved(r, rt);
     CHECK(short_reads == 0);
@@ -126,7 +144,8 @@ TEST_CASE("a loop on reads of a socket a plain thread keeps full does not starve
     Runtime rt(RuntimeConfig{.workers = 1});
     auto listener = eddy::net::TcpListener::bind(eddy::net::SocketAddr::loopback_v4());
     std::atomic<bool> done{false};
-    const Starvation r = rt.block_on([](eddy::net::TcpListener& l, std::atomic<bool>& done) -> Task<Starvation> {
+    Starvation r;
+    rt.block_on([](eddy::net::TcpListener& l, std::atomic<bool>& done, Starvation& r) -> Task<void> {
         eddy::test::Connection c = co_await eddy::test::connect_pair(l);
         const int fd = c.client.native_handle();
         std::thread writer([fd, &done] {
@@ -139,22 +158,22 @@ TEST_CASE("a loop on reads of a socket a plain thread keeps full does not starve
         // Let the writer fill the socket first: then reads find data at once.
         std::this_thread::sleep_for(50ms);
         std::vector<std::byte> buf(64);
-        Starvation s = co_await starve([&]() -> Task<void> { (void)co_await c.server.read(buf); }, 1s);
+        co_await starve([&]() -> Task<void> { (void)co_await c.server.read(buf); }, r);
         done.store(true);
         writer.join();
-        co_return s;
-    }(listener, done));
+    }(listener, done, r));
     check_not_starved(r, rt);
 }
 
 TEST_CASE("a loop on an uncontended Mutex does not starve a sleeper") {
     Runtime rt(RuntimeConfig{.workers = 1});
     eddy::Mutex m;
-    const Starvation r = rt.block_on(starve(
+    Starvation r;
+    rt.block_on(starve(
         [&]() -> Task<void> {
             eddy::MutexGuard g = co_await m.lock();
         },
-        1s));
+        r));
     check_not_starved(r, rt);
 }
 
@@ -176,13 +195,14 @@ TEST_CASE("a loop on Channel::receive fed by a plain thread does not starve a sl
         }
     });
     while (ch.size() < (1 << 15)) std::this_thread::yield();  // a head start
-    const Starvation r = rt.block_on(starve(
+    Starvation r;
+    rt.block_on(starve(
         [&]() -> Task<void> {
             const std::optional<std::uint64_t> v = co_await ch.receive();
             in_order = in_order && v.has_value() && *v == next_expected;
             ++next_expected;
         },
-        1s));
+        r));
     done.store(true);
     producer.join();
     check_not_starved(r, rt);

@@ -19,7 +19,11 @@
 # build-tsan (stress/frame_pool_stress among others).
 # Task dumps (-Dtask_dump, off by default) are on in both sanitizer builds: their full tests
 # run there; `build` runs the default, where a dump lists tasks without their waits.
-# Ends with one line "tests: N passed, N failed" summing the three runs.
+# Each build's suites (but 'install') then run a second time beside a CPU hog
+# (tools/beside_hog.sh: two busy loops, one per core of the CI machine): a test must hold on
+# a loaded machine, so it counts events rather than timing them, and where time is the point
+# its bound is wide. The second pass costs about four minutes and no build.
+# Ends with one line "tests: N passed, N failed" summing all six runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
@@ -36,24 +40,32 @@ setup() {  # setup DIR [meson options...]: (re)configure DIR
 
 passed=0
 failed=0
-run() {  # run NAME DIR [env...]: builds DIR and runs all its suites
-    local name=$1 dir=$2
-    shift 2
-    echo "== $name: building ($dir)"
-    ninja -C "$dir" >/dev/null
-    echo "== $name: testing"
+suites() {  # suites LABEL [command...]: runs the command (a meson test), tallies its results
+    local label=$1
+    shift
+    echo "== $label"
     local log status=0
     log=$(mktemp)
-    env "$@" meson test -C "$dir" --print-errorlogs --num-processes 2 2>&1 | tee "$log" | grep -E '^ *[0-9]+/[0-9]+ .*(FAIL|TIMEOUT|ERROR)|^(Ok|Fail|Skipped|Timeout):' || true
+    "$@" 2>&1 | tee "$log" | grep -E '^ *[0-9]+/[0-9]+ .*(FAIL|TIMEOUT|ERROR)|^(Ok|Fail|Skipped|Timeout):' || true
     status=${PIPESTATUS[0]}
     passed=$((passed + $(awk '/^Ok:/ {n = $2} END {print n + 0}' "$log")))
     failed=$((failed + $(awk '/^(Fail|Timeout):/ {n += $2} END {print n + 0}' "$log")))
     if ((status != 0)); then
-        echo "== $name: FAILED; the failing tests' output follows"
+        echo "== $label: FAILED; the failing tests' output follows"
         sed -n '/^=* [0-9]*\/[0-9]* =*$/,$p' "$log" | tail -200
         failed=$((failed > 0 ? failed : 1))
     fi
     rm -f "$log"
+}
+
+run() {  # run NAME DIR [env...]: builds DIR, runs all its suites, then all but 'install' beside the hog
+    local name=$1 dir=$2
+    shift 2
+    echo "== $name: building ($dir)"
+    ninja -C "$dir" >/dev/null
+    local test=(env "$@" meson test -C "$dir" --print-errorlogs --num-processes 2)
+    suites "$name: testing" "${test[@]}"
+    suites "$name: testing beside a CPU hog" bash tools/beside_hog.sh "${test[@]}" --no-suite install
 }
 
 setup build --buildtype=release -Dstress_tests=true

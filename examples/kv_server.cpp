@@ -18,8 +18,8 @@
 //   * What a peer can make the server hold: per connection, its two 16 KiB buffers (the
 //     reader's grows to 64 KiB for a long line) and the request being received, which grows
 //     with the bytes that actually came (a length announced in "$N" is checked, never
-//     allocated up front) and is at most 2 MiB; so 300 connections that each announce a
-//     1 MiB value and send one byte of it cost about 10 MiB, not 300. Redis allows 512 MiB
+//     allocated up front) and is at most 2 MiB of data; so 300 connections that each announce a
+//     1 MiB value and send one byte of it cost about 12 MiB, not 313. Redis allows 512 MiB
 //     per bulk string (proto-max-bulk-len); 1 MiB is this example's choice, ample for
 //     redis-benchmark. There is no cap on the number of connections or on the data SET
 //     stores (Redis's maxclients and maxmemory), which grow with what peers send.

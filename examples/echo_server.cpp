@@ -13,9 +13,9 @@
 // The command line, the accept loop, where errors go and the shutdown are shared with the
 // other server examples (examples/support/tcp_server.hpp). Listens on 127.0.0.1:7878 unless
 // told otherwise (--port, or EDDY_PORT in the environment; port 0 picks a free port).
-// --workers sets the worker threads (EDDY_WORKERS in the environment, when set, wins: that is
-// RuntimeConfig's rule). Prints one line once it accepts connections, and one when it has
-// shut down:
+// --workers sets the worker threads (else EDDY_WORKERS in the environment, else one per CPU:
+// the command line beats the environment). Prints one line once it accepts connections, and
+// one when it has shut down:
 //     echo_server runtime=eddy workers=2 listening=127.0.0.1:7878
 //     echo_server: SIGTERM, shut down; 3 connections closed
 #include "support/tcp_server.hpp"

@@ -16,7 +16,16 @@
 //   * GET and HEAD of "/" answer 200, other paths 404, other methods 405;
 //   * bad input closes the connection after a clear answer: a malformed request line or
 //     header 400, a line longer than 8 KiB or more than 100 headers 431 (the BufReader's
-//     bounded line length: io::LineTooLong, never unbounded growth).
+//     bounded line length: io::LineTooLong, never unbounded growth);
+//   * the framing is never ambiguous (RFC 9112 section 6.3; two parties that read a body's
+//     length differently are how requests are smuggled past a proxy): a Content-Length that
+//     is not a plain decimal number ("+5", "0x10", "5, 5", past 2^64), two Content-Length
+//     headers that differ, or whitespace between a header's name and its colon answer 400;
+//     a Content-Length over 1 MiB answers 413 at once, without waiting for the body (this
+//     server takes no uploads). Repeated Content-Length headers of one value count as one.
+//   * What a peer can make the server hold: per connection, an 8 KiB read buffer (a line
+//     longer than that is the 431 above), a 16 KiB write buffer and the request line and
+//     one header line at a time; a body is dropped as it comes, never stored.
 // The command line, the accept loop and the shutdown (SIGINT/SIGTERM) are the other server
 // examples' (examples/support/tcp_server.hpp). First line:
 //     http_hello runtime=eddy workers=2 listening=127.0.0.1:7878
@@ -33,16 +42,17 @@ namespace {
 
 constexpr std::size_t kMaxLine = 8 * 1024;
 constexpr std::size_t kMaxHeaders = 100;
+constexpr std::size_t kMaxBody = 1024 * 1024;  // a larger Content-Length answers 413
 constexpr std::string_view kHello = "Hello, world!";
 
 struct Request {
     std::string method, target;
     bool http10 = false;
     bool close = false;  // the client asked for (or HTTP/1.0 implies) a closing connection
-    std::size_t content_length = 0;
+    std::optional<std::size_t> content_length;  // nullopt: no Content-Length header
 };
 
-enum class Outcome { kRequest, kEnd, kBadRequest, kTooLarge, kNotImplemented };
+enum class Outcome { kRequest, kEnd, kBadRequest, kTooLarge, kContentTooLarge, kNotImplemented };
 
 bool iequals(std::string_view a, std::string_view b) {
     if (a.size() != b.size()) return false;
@@ -79,10 +89,17 @@ std::optional<Outcome> parse_header(std::string_view line, Request& r) {
     if (colon == 0 || colon == std::string_view::npos) return Outcome::kBadRequest;
     const std::string_view name = line.substr(0, colon);
     const std::string_view value = trim(line.substr(colon + 1));
+    // "Content-Length : 5" (or a folded line, starting with a space) is not Content-Length
+    // to us, but may be to a proxy in front of us (RFC 9112 section 5.1).
+    if (name.find_first_of(" \t") != std::string_view::npos) return Outcome::kBadRequest;
     if (iequals(name, "content-length")) {
+        // Digits only: from_chars into an unsigned type takes no sign, no space, no "0x";
+        // a number past size_t's range is result_out_of_range.
         std::size_t n = 0;
         auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
         if (value.empty() || ec != std::errc{} || end != value.data() + value.size()) return Outcome::kBadRequest;
+        if (r.content_length && *r.content_length != n) return Outcome::kBadRequest;
+        if (n > kMaxBody) return Outcome::kContentTooLarge;
         r.content_length = n;
     } else if (iequals(name, "connection")) {
         if (iequals(value, "close")) r.close = true;
@@ -112,7 +129,7 @@ eddy::Task<Outcome> read_request(Reader& in, std::string& line, Request& r) {
         co_return Outcome::kTooLarge;
     }
     // Drop the body.
-    for (std::size_t left = r.content_length; left > 0;) {
+    for (std::size_t left = r.content_length.value_or(0); left > 0;) {
         const auto chunk = co_await in.fill_buf();
         if (chunk.empty()) co_return Outcome::kEnd;
         const std::size_t n = std::min(left, chunk.size());
@@ -152,9 +169,9 @@ eddy::Task<void> serve_http(eddy::net::TcpStream s) {
         if (outcome == Outcome::kEnd) break;
         if (outcome != Outcome::kRequest) {
             const std::string_view status = outcome == Outcome::kBadRequest ? "400 Bad Request"
-                                            : outcome == Outcome::kTooLarge
-                                                ? "431 Request Header Fields Too Large"
-                                                : "501 Not Implemented";
+                                            : outcome == Outcome::kTooLarge ? "431 Request Header Fields Too Large"
+                                            : outcome == Outcome::kContentTooLarge ? "413 Content Too Large"
+                                                                                   : "501 Not Implemented";
             format_answer(text, status, status, false, true);
             co_await out.write_all(text);
             break;

@@ -11,9 +11,18 @@
 //   * Pipelining: answers go into an io::BufWriter, flushed only when no further request is
 //     already buffered, so a pipeline of N requests costs one write.
 //   * Errors the client made (an unknown command, a wrong number of arguments) get a "-ERR"
-//     answer and the connection goes on; a protocol error (a malformed or over-long line, a
-//     bulk string longer than 1 MiB, an array of more than 1024 elements) gets
+//     answer and the connection goes on; a protocol error (a malformed line, a line over
+//     64 KiB, a bulk string announced longer than 1 MiB, bulk strings of one request announced
+//     longer than 2 MiB together, an array of more than 1024 elements) gets
 //     "-ERR Protocol error: ..." and the connection is closed, as Redis does.
+//   * What a peer can make the server hold: per connection, its two 16 KiB buffers (the
+//     reader's grows to 64 KiB for a long line) and the request being received, which grows
+//     with the bytes that actually came (a length announced in "$N" is checked, never
+//     allocated up front) and is at most 2 MiB of data; so 300 connections that each announce a
+//     1 MiB value and send one byte of it cost about 12 MiB, not 313. Redis allows 512 MiB
+//     per bulk string (proto-max-bulk-len); 1 MiB is this example's choice, ample for
+//     redis-benchmark. There is no cap on the number of connections or on the data SET
+//     stores (Redis's maxclients and maxmemory), which grow with what peers send.
 // The data lives in 16 shards, each a std::unordered_map under a std::mutex: a lock is held
 // for one map operation, never across a co_await, so a plain mutex is the right tool.
 // The command line, the accept loop and the shutdown (SIGINT/SIGTERM) are the other server
@@ -21,6 +30,7 @@
 //     kv_server runtime=eddy workers=2 listening=127.0.0.1:7878
 #include "support/tcp_server.hpp"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstddef>
@@ -34,8 +44,10 @@
 
 namespace {
 
-constexpr std::size_t kMaxLine = 64 * 1024;
-constexpr std::size_t kMaxBulk = 1024 * 1024;
+// What one connection may make the server hold (see the top of the file).
+constexpr std::size_t kMaxLine = 64 * 1024;        // an inline request or a "*N" / "$N" line
+constexpr std::size_t kMaxBulk = 1024 * 1024;      // one bulk string
+constexpr std::size_t kMaxRequest = 2 * kMaxBulk;  // the bulk strings of one request together
 constexpr std::size_t kMaxArgs = 1024;
 
 class Store {
@@ -105,6 +117,7 @@ eddy::Task<std::optional<ProtocolError>> read_command(Reader& in, std::string& l
     }
     const auto count = parse_int(std::string_view(line).substr(1), -1, kMaxArgs);
     if (!count) co_return ProtocolError{"invalid multibulk length"};
+    std::size_t request = 0;  // the bulk lengths announced so far
     for (long long i = 0; i < *count; ++i) {
         bool got = false;
         try {
@@ -116,13 +129,19 @@ eddy::Task<std::optional<ProtocolError>> read_command(Reader& in, std::string& l
         if (line.empty() || line[0] != '$') co_return ProtocolError{"expected '$'"};
         const auto len = parse_int(std::string_view(line).substr(1), 0, kMaxBulk);
         if (!len) co_return ProtocolError{"invalid bulk length"};
-        std::string& arg = args.emplace_back(static_cast<std::size_t>(*len) + 2, '\0');
-        try {
-            co_await in.read_exact(std::as_writable_bytes(std::span(arg)));
-        } catch (const eddy::io::UnexpectedEof&) {
-            got = false;
+        request += static_cast<std::size_t>(*len);
+        if (request > kMaxRequest) co_return ProtocolError{"too big request"};
+        // The string grows with the bytes that came, never to the announced length up front:
+        // a peer that announces 1 MiB and sends 1 byte makes the server hold 1 byte.
+        std::string& arg = args.emplace_back();
+        const std::size_t want = static_cast<std::size_t>(*len) + 2;  // with its CRLF
+        while (arg.size() < want) {
+            const auto chunk = co_await in.fill_buf();
+            if (chunk.empty()) co_return ProtocolError{"unexpected end of stream"};
+            const std::size_t n = std::min(chunk.size(), want - arg.size());
+            arg.append(reinterpret_cast<const char*>(chunk.data()), n);
+            in.consume(n);
         }
-        if (!got) co_return ProtocolError{"unexpected end of stream"};
         if (arg[arg.size() - 2] != '\r' || arg.back() != '\n') co_return ProtocolError{"bulk string without CRLF"};
         arg.resize(arg.size() - 2);
     }

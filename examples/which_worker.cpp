@@ -34,7 +34,9 @@ eddy::Task<void> main_task() {
 } // namespace
 
 int main() {
-    eddy::Runtime rt;  // one worker per available CPU (EDDY_WORKERS overrides)
+    // One worker per available CPU; from_env() lets the EDDY_* variables override that
+    // (EDDY_WORKERS=1 for one worker). A plain `eddy::Runtime rt;` would read none of them.
+    eddy::Runtime rt(eddy::RuntimeConfig::from_env());
     std::printf("runtime with %zu workers\n", rt.workers());
     rt.block_on(main_task());
 }

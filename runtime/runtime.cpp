@@ -13,8 +13,8 @@
 namespace eddy {
 
 Runtime::Runtime(RuntimeConfig config) {
-    const std::size_t n = detail::resolve_workers(config.workers);
     detail::validate_config(config);
+    const std::size_t n = detail::resolve_workers(config.workers);
     scheduler_ = std::make_unique<detail::Scheduler>(n, config);
     scheduler_->set_driver(detail::make_driver(*scheduler_, config));
     scheduler_->start();

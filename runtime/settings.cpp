@@ -1,8 +1,6 @@
 // runtime/settings.cpp: see settings.hpp.
 #include "runtime/settings.hpp"
 
-#include "runtime/worker_count.hpp"
-
 #include <pthread.h>
 
 #include <cctype>
@@ -109,6 +107,8 @@ ClockMode parse_clock_env(const char* var, std::string_view value) {
 }
 
 void validate_config(const RuntimeConfig& c) {
+    if (c.workers && (*c.workers < 1 || *c.workers > RuntimeConfig::kMaxWorkers))
+        reject_field("workers", range(1, RuntimeConfig::kMaxWorkers), std::to_string(*c.workers));
     if (c.clock != ClockMode::real && c.clock != ClockMode::paused && c.clock != ClockMode::manual)
         reject_field("clock", "real, paused or manual", std::to_string(static_cast<int>(c.clock)));
     if (c.ring_entries < 1 || c.ring_entries > RuntimeConfig::kMaxRingEntries)
@@ -177,7 +177,7 @@ namespace eddy {
 
 RuntimeConfig RuntimeConfig::from_env(RuntimeConfig c) {
     using namespace detail;
-    if (const char* v = std::getenv("EDDY_WORKERS")) c.workers = parse_workers_env(v);
+    if (const char* v = std::getenv("EDDY_WORKERS")) c.workers = parse_count_env("EDDY_WORKERS", v, 1, kMaxWorkers);
     if (const char* v = std::getenv("EDDY_RING_ENTRIES"))
         c.ring_entries = static_cast<unsigned>(parse_count_env("EDDY_RING_ENTRIES", v, 1, kMaxRingEntries));
     if (const char* v = std::getenv("EDDY_THREAD_NAME")) {

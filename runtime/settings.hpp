@@ -30,7 +30,6 @@ UnhandledExceptionPolicy parse_policy_env(const char* var, std::string_view valu
 ClockMode parse_clock_env(const char* var, std::string_view value);
 
 /// Throws std::invalid_argument naming the first bad field of `config` and its range.
-/// (`workers` is checked by resolve_workers, which knows about EDDY_WORKERS.)
 void validate_config(const RuntimeConfig& config);
 
 /// The policy in effect (unset: callback if there is a callback, else log).

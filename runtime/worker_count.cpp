@@ -1,14 +1,10 @@
 // runtime/worker_count.cpp: see worker_count.hpp.
 #include "runtime/worker_count.hpp"
 
-#include "runtime/settings.hpp"
-
 #include <sched.h>
 
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 
 namespace eddy::detail {
@@ -57,22 +53,8 @@ std::size_t available_cpus() {
     return n < 1 ? 1 : n;
 }
 
-std::size_t parse_workers_env(std::string_view value) {
-    return static_cast<std::size_t>(parse_count_env("EDDY_WORKERS", value, 1, kMaxWorkers));
-}
-
 std::size_t resolve_workers(std::optional<std::size_t> configured) {
-    if (const char* env = std::getenv("EDDY_WORKERS"); env != nullptr) return parse_workers_env(env);
-    if (configured) {
-        if (*configured < 1 || *configured > kMaxWorkers) {
-            std::ostringstream msg;
-            msg << "eddy: RuntimeConfig::workers must be from 1 to " << kMaxWorkers << ", got "
-                << *configured;
-            throw std::invalid_argument(msg.str());
-        }
-        return *configured;
-    }
-    return available_cpus();
+    return configured ? *configured : available_cpus();
 }
 
 } // namespace eddy::detail

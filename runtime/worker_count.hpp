@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <optional>
-#include <string_view>
 
 #include <eddy/runtime/config.hpp>
 
@@ -15,12 +14,9 @@ namespace eddy::detail {
 /// cpu.max or v1 cpu.cfs_quota_us, rounded up). At least 1.
 std::size_t available_cpus();
 
-/// Parses an EDDY_WORKERS value: a whole number from 1 to kMaxWorkers (parse_count_env in
-/// settings.hpp). Throws std::invalid_argument naming the variable and the accepted range
-/// otherwise.
-std::size_t parse_workers_env(std::string_view value);
-
-/// EDDY_WORKERS if set, else `configured` (validated), else available_cpus().
+/// The worker count a Runtime starts: `configured` (validate_config has checked it), else
+/// available_cpus(). No environment is read here: EDDY_WORKERS counts only through
+/// RuntimeConfig::from_env (settings.cpp), like every other EDDY_* variable.
 std::size_t resolve_workers(std::optional<std::size_t> configured);
 
 inline constexpr std::size_t kMaxWorkers = RuntimeConfig::kMaxWorkers;

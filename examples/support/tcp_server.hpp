@@ -1,8 +1,10 @@
 // examples/support/tcp_server.hpp: what the TCP server examples (echo_server, http_hello,
 // kv_server) share, so that each example file shows only its protocol:
 //   * the command line: --host ADDR, --port N (EDDY_PORT fills it in when not given; 0 picks
-//     a free port), --workers N (EDDY_WORKERS, when set, wins: RuntimeConfig's rule); the
-//     other EDDY_* tuning variables apply too (RuntimeConfig::from_env);
+//     a free port), --workers N (EDDY_WORKERS fills it in when not given; else one worker
+//     per CPU). The command line beats the environment for both, as an operator expects of a
+//     flag: the runtime's settings come from RuntimeConfig::from_env() (so the other EDDY_*
+//     tuning variables apply too), then --workers, when given, is set over them;
 //   * the server's life: SIGINT/SIGTERM blocked before the Runtime starts (its threads
 //     inherit the mask, so the signals reach a signalfd), the listener bound before the
 //     "<name> runtime=eddy workers=N listening=ADDR" line is printed, one task per connection
@@ -69,7 +71,7 @@ struct ServerHooks {
                  "usage: %s [--host ADDR] [--port N] [--workers N]\n"
                  "  --host ADDR   IPv4 or IPv6 address to listen on (default 127.0.0.1)\n"
                  "  --port N      0..65535, 0 picks a free port (default: EDDY_PORT, else 7878)\n"
-                 "  --workers N   worker threads (default one per CPU; EDDY_WORKERS, if set, wins)\n",
+                 "  --workers N   worker threads (default: EDDY_WORKERS, else one per CPU)\n",
                  name, why, name);
     std::exit(status);
 }
@@ -231,8 +233,11 @@ int run_tcp_server(const char* name, const char* description, int argc, char** a
         std::vector<int> caught{SIGINT, SIGTERM};
         caught.insert(caught.end(), hooks.signals.begin(), hooks.signals.end());
         eddy::io::SignalSet signals{std::span<const int>(caught)};
-        // The EDDY_* tuning variables apply (RuntimeConfig::from_env), as in a service.
-        eddy::Runtime rt(eddy::RuntimeConfig::from_env(eddy::RuntimeConfig{.workers = options.workers}));
+        // The EDDY_* tuning variables apply (RuntimeConfig::from_env), as in a service; the
+        // command line's --workers, set after, beats EDDY_WORKERS.
+        eddy::RuntimeConfig config = eddy::RuntimeConfig::from_env();
+        if (options.workers) config.workers = options.workers;
+        eddy::Runtime rt(std::move(config));
         std::function<void(int)> on_other;
         if (hooks.on_signal) on_other = [&](int sig) { hooks.on_signal(sig, rt); };
         // Bind before printing: once the line is out, connections are accepted.

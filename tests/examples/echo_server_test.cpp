@@ -239,7 +239,7 @@ TEST_CASE("out of descriptors: accept backs off and recovers once connections cl
     CHECK(e.err.find("connection:") == std::string::npos);  // only accept failed
 }
 
-TEST_CASE("EDDY_PORT and EDDY_WORKERS configure the server; --port beats EDDY_PORT") {
+TEST_CASE("EDDY_PORT and EDDY_WORKERS configure the server; --port and --workers beat them") {
     SUBCASE("from the environment") {
         Server server({}, {"EDDY_PORT=0", "EDDY_WORKERS=1"});
         std::size_t workers = 0;
@@ -248,9 +248,11 @@ TEST_CASE("EDDY_PORT and EDDY_WORKERS configure the server; --port beats EDDY_PO
         Client c(port);
         CHECK(echo(c, "env") == "env");
     }
-    SUBCASE("a flag wins, and the environment is not even read") {
-        Server server({"--port", "0", "--workers", "1"}, {"EDDY_PORT=not-a-port"});
-        const std::uint16_t port = server.port();
+    SUBCASE("a flag wins: EDDY_PORT is not even read, EDDY_WORKERS is overridden") {
+        Server server({"--port", "0", "--workers", "1"}, {"EDDY_PORT=not-a-port", "EDDY_WORKERS=2"});
+        std::size_t workers = 0;
+        const std::uint16_t port = server.port(&workers);
+        CHECK(workers == 1);
         Client c(port);
         CHECK(echo(c, "flag") == "flag");
     }

@@ -6,7 +6,11 @@
 // send, three answers in order), HEAD (no body), a body announced by Content-Length skipped,
 // 404 and 405, HTTP/1.0 and "Connection: close" closing after the answer, and bad input
 // answered and closed: a malformed request line (400), an over-long header line and too many
-// headers (431), a chunked body (501); requests split into 1-byte sends. wrk: every answer 2xx,
+// headers (431), a chunked body (501), ambiguous framing (400: two differing Content-Length
+// headers, a Content-Length that is not a plain decimal or past 2^64, whitespace before a
+// header's colon, a folded header), a Content-Length over 1 MiB (413), each answered without
+// waiting for a body; a repeated Content-Length of one value taken as one; requests split
+// into 1-byte sends. wrk: every answer 2xx,
 // no socket error. Then SIGTERM: exit status 0 and nothing on stderr.
 // The server binary comes from EDDY_HTTP_HELLO, wrk from EDDY_WRK (the test is skipped
 // without it); both are set by tests/meson.build.
@@ -138,6 +142,11 @@ TEST_CASE("http_hello: keep-alive, pipelining, HEAD, bodies, 404/405, closing, b
                                         "Content-Length: 13\r\n\r\n";
         const std::string expected = head_answer + head_answer + "Hello, world!";
         CHECK(c.request_bytes("HEAD / HTTP/1.1\r\n\r\n" + get("/"), expected.size()) == expected);
+        // Content-Length twice with one value is one Content-Length (RFC 9110 section 8.6).
+        r = send_and_read(c, "POST / HTTP/1.1\r\nContent-Length: 5\r\ncontent-length: 5\r\n\r\nhello" + get("/"), 2);
+        REQUIRE(r.size() == 2);
+        CHECK(r[0].status == "405 Method Not Allowed");
+        CHECK(r[1].status == "200 OK");
     }
     SUBCASE("HTTP/1.0 and Connection: close end the connection after the answer") {
         for (const std::string& request : {std::string("GET / HTTP/1.0\r\n\r\n"), get("/", "Connection: close\r\n")}) {
@@ -165,6 +174,20 @@ TEST_CASE("http_hello: keep-alive, pipelining, HEAD, bodies, 404/405, closing, b
             {"GET / HTTP/1.1\r\nX-Long: " + std::string(9000, 'a') + "\r\n\r\n", "431 Request Header Fields Too Large"},
             {many_headers + "\r\n", "431 Request Header Fields Too Large"},
             {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", "501 Not Implemented"},
+            // Framing two parties could read differently (RFC 9112 section 6.3): answered at
+            // once, without waiting for a body.
+            {"POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello", "400 Bad Request"},
+            {"POST / HTTP/1.1\r\nContent-Length: 5, 6\r\n\r\nhello", "400 Bad Request"},
+            {"POST / HTTP/1.1\r\nContent-Length: 5, 5\r\n\r\nhello", "400 Bad Request"},
+            {"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", "400 Bad Request"},
+            {"POST / HTTP/1.1\r\nContent-Length: +5\r\n\r\nhello", "400 Bad Request"},
+            {"POST / HTTP/1.1\r\nContent-Length: 0x10\r\n\r\n", "400 Bad Request"},
+            {"POST / HTTP/1.1\r\nContent-Length:\r\n\r\n", "400 Bad Request"},
+            {"POST / HTTP/1.1\r\nContent-Length: 18446744073709551616\r\n\r\n", "400 Bad Request"},  // 2^64
+            {"POST / HTTP/1.1\r\nContent-Length : 5\r\n\r\nhello", "400 Bad Request"},
+            {"POST / HTTP/1.1\r\nHost: x\r\n Content-Length: 5\r\n\r\nhello", "400 Bad Request"},  // folded
+            {"POST / HTTP/1.1\r\nContent-Length: 1048577\r\n\r\n", "413 Content Too Large"},  // 1 MiB + 1
+            {"POST / HTTP/1.1\r\nContent-Length: 18446744073709551615\r\n\r\n", "413 Content Too Large"},
         };
         for (const Case& k : cases) {
             CAPTURE(k.status);

@@ -6,22 +6,33 @@
 // CONFIG GET (the parameter with an empty value, what redis-benchmark asks first), 200
 // pipelined commands in one send answered in order, a command sent one byte at a time; a
 // client's mistakes (an unknown command, a wrong number of arguments) answered with -ERR while
-// the connection goes on; protocol errors (a bad array length, a bulk string over 1 MiB, a
-// missing '$', an inline request over 64 KiB) answered and the connection closed.
+// the connection goes on; protocol errors (a bad array length, a bulk length over 1 MiB or
+// negative, a missing '$', an inline request over 64 KiB, a request whose bulk strings pass
+// 2 MiB together) answered and the connection closed; a 1 MiB value stored and read back.
+// What a peer can make the server hold: 300 connections each sending the 31-byte start of a
+// SET that announces a 1 MiB value, then nothing; once the server has read every byte (the
+// receive queues in /proc/net/tcp are empty), its VmRSS has grown by less than 64 MiB (the
+// server allocating the announced lengths grew it by 313 MiB) and it still answers.
 // redis-benchmark: SET, GET and PING runs complete, and the key it wrote (a 3-byte value) reads back. Then
 // SIGTERM: exit status 0 and nothing on stderr.
 // The server binary comes from EDDY_KV_SERVER, redis-benchmark from EDDY_REDIS_BENCHMARK (the
 // case is skipped without it); both are set by tests/meson.build.
 #include <doctest/doctest.h>
 
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cerrno>
 #include <cstdlib>
+#include <fstream>
 #include <initializer_list>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "../support/child_process.hpp"
 #include "../support/line_client.hpp"
@@ -29,7 +40,10 @@
 namespace {
 
 using eddy::test::child::Client;
+using eddy::test::child::Clock;
 using eddy::test::child::Exit;
+using eddy::test::child::kDeadline;
+using eddy::test::child::ms_left;
 
 const eddy::test::child::Program kKvServer{"kv_server", "EDDY_KV_SERVER", {"EDDY_PORT=", "EDDY_WORKERS="}};
 
@@ -60,6 +74,46 @@ std::string numbered(const char* prefix, int i) {
 /// Sends `request` and reads exactly as many bytes as `expected` holds.
 std::string ask(Client& c, const std::string& request, const std::string& expected) {
     return c.request_bytes(request, expected.size());
+}
+
+/// Sends all of `text`, however large (the socket is non-blocking: waits to write as needed).
+void send_large(Client& c, const std::string& text) {
+    const auto deadline = Clock::now() + kDeadline;
+    for (std::size_t sent = 0; sent < text.size();) {
+        pollfd p{c.fd(), POLLOUT, 0};
+        REQUIRE(::poll(&p, 1, ms_left(deadline)) == 1);
+        const ssize_t n = ::send(c.fd(), text.data() + sent, text.size() - sent, MSG_NOSIGNAL);
+        REQUIRE((n > 0 || errno == EAGAIN || errno == EINTR));
+        if (n > 0) sent += static_cast<std::size_t>(n);
+    }
+}
+
+/// The resident set of process `pid` in KiB (VmRSS in /proc/<pid>/status).
+std::size_t vm_rss_kib(pid_t pid) {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(status, line);)
+        if (line.rfind("VmRSS:", 0) == 0) return std::stoul(line.substr(6));
+    FAIL("no VmRSS in /proc/" << pid << "/status");
+    return 0;
+}
+
+/// Whether exactly `count` established IPv4 connections have local port `port` (the server's
+/// side) and the server has read everything that came on each (rx_queue 0 in /proc/net/tcp).
+bool server_read_everything(std::uint16_t port, std::size_t count) {
+    std::ifstream tcp("/proc/net/tcp");
+    std::string line;
+    std::getline(tcp, line);  // the column names
+    std::size_t drained = 0;
+    while (std::getline(tcp, line)) {
+        // "  12: 0100007F:1EC6 0100007F:D2F0 01 00000000:00000000 ..."
+        std::istringstream fields(line);
+        std::string slot, local, remote, state, queues;
+        fields >> slot >> local >> remote >> state >> queues;
+        if (state != "01" || std::stoul(local.substr(local.find(':') + 1), nullptr, 16) != port) continue;
+        if (std::stoul(queues.substr(queues.find(':') + 1), nullptr, 16) != 0) return false;
+        ++drained;
+    }
+    return drained == count;
 }
 
 } // namespace
@@ -119,6 +173,8 @@ TEST_CASE("kv_server: commands, pipelining, errors; then redis-benchmark") {
         const Case cases[] = {
             {"*x\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
             {"*1\r\n$2000000\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
+            {"*1\r\n$1048577\r\n", "-ERR Protocol error: invalid bulk length\r\n"},  // 1 MiB + 1
+            {"*1\r\n$-1\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
             {"*1\r\n+GET\r\n", "-ERR Protocol error: expected '$'\r\n"},
             {std::string(70000, 'a') + "\r\n", "-ERR Protocol error: too big inline request\r\n"},
         };
@@ -128,6 +184,49 @@ TEST_CASE("kv_server: commands, pipelining, errors; then redis-benchmark") {
             CHECK(ask(c, k.request, k.answer) == k.answer);
             CHECK(c.sees_end_of_stream(true));
         }
+    }
+    SUBCASE("a 1 MiB value is taken; a request over 2 MiB is a protocol error") {
+        Client c(port);
+        const std::string value(1024 * 1024, 'v');
+        send_large(c, command({"SET", "big", value}));
+        CHECK(c.request_bytes("", 5) == "+OK\r\n");
+        send_large(c, command({"GET", "big"}));
+        CHECK(c.request_bytes("", bulk(value).size()) == bulk(value));
+        // Two whole 1 MiB strings are read; the third length announced goes past 2 MiB.
+        Client over(port);
+        // (Nothing is left unread, so the close is an orderly one and the answer is not lost.)
+        send_large(over, "*3\r\n" + bulk(value) + bulk(value) + "$1\r\n");
+        const std::string answer = "-ERR Protocol error: too big request\r\n";
+        CHECK(over.request_bytes("", answer.size()) == answer);
+        CHECK(over.sees_end_of_stream(true));
+    }
+    SUBCASE("300 connections each announcing a 1 MiB value: memory grows with bytes received") {
+        {
+            Client warm(port);  // the first connection's one-time costs are not the attack's
+            CHECK(ask(warm, command({"PING"}), "+PONG\r\n") == "+PONG\r\n");
+        }
+        const std::size_t before = vm_rss_kib(server.pid());
+        // 31 bytes each: a SET whose value announces 1 MiB and sends one byte of it.
+        const std::string prefix = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1048576\r\nx";
+        std::vector<Client> clients;
+        for (int i = 0; i < 300; ++i) {
+            Client& c = clients.emplace_back(port);
+            REQUIRE(::send(c.fd(), prefix.data(), prefix.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(prefix.size()));
+        }
+        // An event, not a sleep: every prefix accepted and read by the server.
+        const auto deadline = Clock::now() + kDeadline;
+        while (!server_read_everything(port, clients.size()) && Clock::now() < deadline)
+            ::poll(nullptr, 0, 10);
+        REQUIRE(server_read_everything(port, clients.size()));
+        Client normal(port);  // still answers, after the 300 prefixes were parsed
+        CHECK(ask(normal, command({"SET", "after", "fine"}), "+OK\r\n") == "+OK\r\n");
+        CHECK(ask(normal, command({"GET", "after"}), bulk("fine")) == bulk("fine"));
+        const std::size_t after = vm_rss_kib(server.pid());
+        CAPTURE(before);
+        CAPTURE(after);
+        // Allocating the announced lengths added 313 MiB; 300 connections' buffers come to
+        // about 12 MiB (15 under ASan).
+        CHECK(after < before + 64 * 1024);
     }
     SUBCASE("redis-benchmark: SET, GET and PING complete; its key reads back") {
         const char* rb = std::getenv("EDDY_REDIS_BENCHMARK");

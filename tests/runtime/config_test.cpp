@@ -310,15 +310,47 @@ TEST_CASE("a Runtime built from from_env() uses the variables") {
     CHECK(threads.count("envt-reactor") == 1);
 }
 
-TEST_CASE("EDDY_WORKERS still overrides RuntimeConfig::workers for a plain Runtime; the other variables do not") {
+// The precedence rule (config.hpp): the program's values win; the environment counts only
+// through from_env(base), where the variables that are set win over base.
+
+TEST_CASE("a plain Runtime: its explicit values win, EDDY_WORKERS and the others are not read") {
     CleanEnv clean;
     ScopedEnv workers("EDDY_WORKERS", "3");
     ScopedEnv name("EDDY_THREAD_NAME", "ignored");
     Runtime rt(RuntimeConfig{.workers = 1, .thread_name_prefix = "plain"});
-    CHECK(rt.workers() == 3);
+    CHECK(rt.workers() == 1);
     const auto threads = threads_by_name();
-    CHECK(threads.count("plain-worker-2") == 1);
+    CHECK(threads.count("plain-worker-0") == 1);
+    CHECK(threads.count("plain-worker-1") == 0);
     CHECK(threads.count("ignored-reactor") == 0);
+}
+
+TEST_CASE("from_env(base) with EDDY_WORKERS set: the variable wins over base.workers") {
+    CleanEnv clean;
+    ScopedEnv workers("EDDY_WORKERS", "3");
+    Runtime rt(RuntimeConfig::from_env(RuntimeConfig{.workers = 1}));
+    CHECK(rt.workers() == 3);
+}
+
+TEST_CASE("a value set on from_env()'s result wins again (a command-line flag over the environment)") {
+    CleanEnv clean;
+    ScopedEnv workers("EDDY_WORKERS", "3");
+    RuntimeConfig c = RuntimeConfig::from_env();
+    REQUIRE(c.workers == std::optional<std::size_t>(3));
+    c.workers = 2;
+    Runtime rt(std::move(c));
+    CHECK(rt.workers() == 2);
+}
+
+TEST_CASE("a default Runtime with EDDY_WORKERS set does not read it, not even to reject it") {
+    CleanEnv clean;
+    const std::size_t cpus = Runtime().workers();  // one per CPU this process may use
+    for (const char* value : {"abc", "0", "1025", "1"}) {
+        CAPTURE(value);
+        ScopedEnv workers("EDDY_WORKERS", value);
+        Runtime rt;  // no std::invalid_argument for the bad values: nothing reads them
+        CHECK(rt.workers() == cpus);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,11 +1,14 @@
 //! http_hello on Tokio: the same server as examples/http_hello.cpp (keep-alive, pipelined
 //! answers flushed when no further request is buffered, GET/HEAD of "/" 200, other paths
 //! 404, other methods 405, bodies by Content-Length dropped, bad input 400/431/501 and
-//! closed), written with tokio::io::BufReader and BufWriter as a Tokio user would.
+//! closed; ambiguous framing 400: a Content-Length that is not plain digits, two that differ,
+//! whitespace before a header's colon; a Content-Length over 1 MiB 413), written with
+//! tokio::io::BufReader and BufWriter as a Tokio user would.
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 
 const MAX_LINE: usize = 8 * 1024;
 const MAX_HEADERS: usize = 100;
+const MAX_BODY: usize = 1024 * 1024;
 
 fn answer(out: &mut Vec<u8>, status: &str, body: &str, head: bool, close: bool) {
     out.clear();
@@ -65,7 +68,7 @@ async fn serve(mut s: tokio::net::TcpStream) -> std::io::Result<()> {
         }
         let (method, target) = (parts[0].to_string(), parts[1].to_string());
         let mut close = parts[2] == "HTTP/1.0";
-        let mut length = 0usize;
+        let mut length: Option<usize> = None;
         let mut failure: Option<&str> = None;
         let mut headers = 0;
         loop {
@@ -90,11 +93,23 @@ async fn serve(mut s: tokio::net::TcpStream) -> std::io::Result<()> {
                     break;
                 }
             };
-            let value = value.trim();
+            let value = value.trim_matches(|c| c == ' ' || c == '\t');
+            if name.contains([' ', '\t']) {
+                failure = Some("400 Bad Request");
+                break;
+            }
             if name.eq_ignore_ascii_case("content-length") {
-                match value.parse::<usize>() {
-                    Ok(n) => length = n,
-                    Err(_) => {
+                // Digits only: usize's parse would take a '+'.
+                let n = value.bytes().all(|c| c.is_ascii_digit()).then(|| value.parse::<usize>().ok()).flatten();
+                match n {
+                    Some(n) if length.map_or(true, |l| l == n) => {
+                        if n > MAX_BODY {
+                            failure = Some("413 Content Too Large");
+                            break;
+                        }
+                        length = Some(n);
+                    }
+                    _ => {
                         failure = Some("400 Bad Request");
                         break;
                     }
@@ -115,6 +130,7 @@ async fn serve(mut s: tokio::net::TcpStream) -> std::io::Result<()> {
             wr.write_all(&out).await?;
             break;
         }
+        let mut length = length.unwrap_or(0);
         while length > 0 {
             let chunk = rd.fill_buf().await?;
             if chunk.is_empty() {

@@ -2,7 +2,9 @@
 //! SET, GET, DEL, CONFIG GET with an empty value, COMMAND as an empty list; arrays of bulk strings or inline lines;
 //! pipelined answers flushed when no further request is buffered; protocol errors answered
 //! and the connection closed), with tokio::io::BufReader/BufWriter and 16 std::sync::Mutex
-//! shards, as a Tokio user would write it.
+//! shards, as a Tokio user would write it. The same bounds on what a peer can make it hold:
+//! a bulk string grows with the bytes received (never to its announced length up front), at
+//! most 1 MiB, and the bulk strings of one request at most 2 MiB together.
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -11,6 +13,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWrit
 
 const MAX_LINE: usize = 64 * 1024;
 const MAX_BULK: usize = 1024 * 1024;
+const MAX_REQUEST: usize = 2 * MAX_BULK;
 const MAX_ARGS: i64 = 1024;
 
 struct Store {
@@ -114,6 +117,7 @@ async fn read_command<R: AsyncBufReadExt + Unpin>(
         Some(c) => c,
         None => return Ok(Err("invalid multibulk length")),
     };
+    let mut request = 0; // the bulk lengths announced so far
     for _ in 0..count.max(0) {
         match read_line(rd, line).await? {
             None => return Ok(Err("unexpected end of stream")),
@@ -127,8 +131,13 @@ async fn read_command<R: AsyncBufReadExt + Unpin>(
             Some(l) => l as usize,
             None => return Ok(Err("invalid bulk length")),
         };
-        let mut arg = vec![0u8; len + 2];
-        if rd.read_exact(&mut arg).await.is_err() {
+        request += len;
+        if request > MAX_REQUEST {
+            return Ok(Err("too big request"));
+        }
+        // Grows with the bytes that came, not to the announced length up front.
+        let mut arg = Vec::new();
+        if (&mut *rd).take(len as u64 + 2).read_to_end(&mut arg).await? != len + 2 {
             return Ok(Err("unexpected end of stream"));
         }
         if !arg.ends_with(b"\r\n") {

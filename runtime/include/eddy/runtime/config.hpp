@@ -5,11 +5,21 @@
 // std::invalid_argument naming the field and the accepted range. from_env() throws the same
 // naming the variable, the rejected value and the accepted range.
 //
+// Precedence, in one sentence: the program's values win, and the environment is read in one
+// place only, RuntimeConfig::from_env(base), which applies the EDDY_* variables that are set
+// over `base`, so a Runtime built without from_env() reads no environment at all (Tokio: a
+// value given to the runtime Builder wins over TOKIO_WORKER_THREADS; Tokio does read that
+// variable when the Builder is given no worker count, eddy reads nothing unless asked).
+// A program that calls from_env() lets the operator override it; a value it sets on the
+// result afterwards wins again (a command-line flag over the environment):
+//
+//     eddy::Runtime rt;                                                    // defaults; no EDDY_* read
+//     eddy::Runtime rt(eddy::RuntimeConfig{.workers = 1});                 // 1, whatever EDDY_WORKERS says
 //     eddy::Runtime rt(eddy::RuntimeConfig::from_env());                  // defaults + EDDY_*
 //     eddy::Runtime rt(eddy::RuntimeConfig::from_env({.workers = 2, .thread_name_prefix = "svc"}));
-//
-// A plain Runtime reads one variable on its own: EDDY_WORKERS, when set, overrides `workers`
-// (also a `workers` set after from_env()). Every other variable counts only through from_env().
+//                                                                          // EDDY_WORKERS, when set, over 2
+//     auto c = eddy::RuntimeConfig::from_env();
+//     if (flag) c.workers = *flag;                                         // --workers over EDDY_WORKERS
 #pragma once
 
 #include <chrono>
@@ -40,8 +50,7 @@ enum class ClockMode {
 
 struct RuntimeConfig {
     /// Worker threads, 1..1024. Unset: the CPUs this process may use (affinity mask and
-    /// cgroup CPU quota respected). EDDY_WORKERS, when set, overrides both, even without
-    /// from_env() (see above).
+    /// cgroup CPU quota respected). EDDY_WORKERS (through from_env() only, see above).
     std::optional<std::size_t> workers{};
 
     /// Submission queue entries of the reactor's io_uring ring, 1..32768 (rounded up to a

@@ -37,8 +37,8 @@ namespace eddy {
 class Runtime {
 public:
     /// Starts the workers. Throws std::invalid_argument for a bad field of `config` (naming it
-    /// and its range; EDDY_WORKERS when the environment gave the worker count),
-    /// std::system_error if a thread cannot start.
+    /// and its range), std::system_error if a thread cannot start. Reads no environment: the
+    /// EDDY_* variables count through RuntimeConfig::from_env() only (config.hpp).
     explicit Runtime(RuntimeConfig config = {});
     ~Runtime();
     Runtime(const Runtime&) = delete;

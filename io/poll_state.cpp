@@ -22,8 +22,7 @@ std::int64_t PollState::closed_result(SocketAwaiter::Op op) noexcept {
     return -EBADF;
 }
 
-PollState::PollState(int fd, Reactor& reactor, Scheduler& sched) noexcept
-    : fd_(fd), reactor_(&reactor), sched_(&sched) {}
+PollState::PollState(int fd, Reactor& reactor) noexcept : fd_(fd), reactor_(&reactor) {}
 
 PollState::~PollState() {
     if (fd_ >= 0) ::close(fd_);
@@ -64,6 +63,23 @@ void PollState::take(Dir d, SocketAwaiter*& chain) noexcept {
     head_[d] = tail_[d] = nullptr;
 }
 
+void PollState::wake_foreign(SocketAwaiter*& chain, const Reactor* local) noexcept {
+    SocketAwaiter** link = &chain;
+    while (SocketAwaiter* w = *link) {
+        if (w->home_ == local) {
+            link = &w->next_;
+            continue;
+        }
+        *link = w->next_;  // read before the push: the waiter may run at once
+        schedule_runnable_on(&w->home_->scheduler(), w);
+    }
+}
+
+const Reactor* PollState::bound_reactor() noexcept {
+    std::lock_guard lock(lock_);
+    return reactor_;
+}
+
 PollState::Queue PollState::queue(SocketAwaiter* w, Dir d, std::uint32_t seen) noexcept {
     lock_.lock();
     if (w->cancelled_) {
@@ -86,12 +102,16 @@ PollState::Queue PollState::queue(SocketAwaiter* w, Dir d, std::uint32_t seen) n
     link(w, d);
     const bool arm = arm_ == Arm::kIdle;
     if (arm) {
+        // Idle: nothing of the bound runtime holds the state (no poll, no waiter), so it
+        // may be gone. Arm on the waiter's runtime, which is alive: we run on its worker.
+        reactor_ = w->home_;
         arm_ = Arm::kArming;
         add_ref();  // the arm node's, then the armed poll's
     }
+    Reactor* const target = reactor_;
     lock_.unlock();
     // `w` may be woken and gone from here on; the state lives on (the node's reference).
-    if (arm) reactor_->post_any(arm_node);
+    if (arm) target->post_any(arm_node);
     return Queue::kQueued;
 }
 
@@ -109,26 +129,37 @@ void PollState::cancel(SocketAwaiter* w) noexcept {
         w->result_ = -ECANCELED;
     }
     const std::coroutine_handle<> frame = w->frame_;
+    Scheduler* const home = &w->home_->scheduler();
     lock_.unlock();
-    if (resume) schedule_on(sched_, frame);  // the last touch of w
+    // Its runtime is alive: a frame destroyed by its shutdown first waits for this callback.
+    if (resume) schedule_on(home, frame);  // the last touch of w
 }
 
 void PollState::close() noexcept {
     SocketAwaiter* woken = nullptr;
+    Reactor* const here = this_thread_reactor();  // null off a worker
     lock_.lock();
     closed_ = true;
     closed_flag_.store(true, std::memory_order_release);  // pairs with closed()
     take(kRead, woken);
     take(kWrite, woken);
+    // Waiters of other runtimes than ours, now (see "Runtimes"); ours after the lock.
+    wake_foreign(woken, here);
     const bool cancel = arm_ != Arm::kIdle;
     if (cancel) add_ref();  // the cancel node's
+    // Armed or arming: the bound reactor is alive (its shutdown ends the poll first). Off
+    // its workers, post while the state cannot go idle, so that the shutdown's last look at
+    // its inbox sees the node.
+    Reactor* const bound = reactor_;
+    const bool post_now = cancel && bound != here;
+    if (post_now) bound->post(cancel_node);
     lock_.unlock();
     while (woken != nullptr) {
         SocketAwaiter* next = woken->next_;
-        schedule_runnable_on(sched_, woken);  // the retry sees the socket shut down
+        schedule_runnable_on(&here->scheduler(), woken);  // the retry sees the socket shut down
         woken = next;
     }
-    if (cancel) reactor_->post(cancel_node);
+    if (cancel && !post_now) bound->post(cancel_node);
     release();  // the socket's reference
 }
 
@@ -165,13 +196,20 @@ void PollState::on_event(std::int32_t res, bool more, std::vector<void*>& ready)
         take(kWrite, woken);
     }
     if (!more) arm_ = Arm::kIdle;
+    wake_foreign(woken, reactor_);  // the reactor calling us is the bound one
     lock_.unlock();
     for (; woken != nullptr; woken = woken->next_) ready.push_back(queue_item(woken));
 }
 
-void PollState::disarm_for_shutdown() noexcept {
+void PollState::disarm_for_shutdown(const Reactor* local) noexcept {
+    SocketAwaiter* woken = nullptr;
     std::lock_guard lock(lock_);
     arm_ = Arm::kIdle;
+    // Idle again: no waiter may stay (the next one to queue would arm for all of them).
+    take(kRead, woken);
+    take(kWrite, woken);
+    wake_foreign(woken, local);
+    // What is left belongs to the runtime shutting down: its frames are destroyed with it.
 }
 
 } // namespace eddy::detail

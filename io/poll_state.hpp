@@ -7,6 +7,7 @@
 //                 under `lock` or with a CAS (a short read).
 //   waiters, arm, closed, reactor
 //                 under `lock`: the awaiters (queue, cancel), the reactor (events), close().
+//                 `reactor` is the runtime the state is bound to (where its poll is armed).
 //   refs          atomic count of the holders (the socket, each queued or woken awaiter, the
 //                 poll while it is armed or about to be, each node on its way to the
 //                 reactor). The last one closes the descriptor and frees the state.
@@ -19,6 +20,35 @@
 //   multishot POLL_ADD)--> armed --(a completion without IORING_CQE_F_MORE: cancelled by
 //   close(), an error, or a kernel that ends multishot polls)--> idle, every waiter woken
 //   (the next one to wait arms it again). close() posts cancel_node while it is not idle.
+//
+// # Runtimes
+// A state is bound to the runtime whose reactor arms its poll: the first one where the
+// socket had to wait. A socket may then be used from tasks of any runtime; each waiter
+// records its own (SocketAwaiter::home_), and every wake-up goes there:
+//   - Waiters of the bound runtime are handed to its reactor's bulk push (on_event) or
+//     queued after the lock (close(), on that runtime's worker), as before.
+//   - Waiters of another runtime are queued on theirs while the lock is held (on_event,
+//     close(), disarm_for_shutdown): a frame destroyed by its runtime's shutdown leaves
+//     the queue under that lock (leave()), so its runtime is alive during the push, and
+//     the waiter itself too while we read its links. A cancel queues the waiter after the
+//     lock, as before: the awaiter's destructor waits for a cancel callback in progress.
+//   - Rebinding: a waiter whose runtime is not the bound one, finding the poll idle (no
+//     poll armed or arming; then no waiter is queued either), binds the state to its own
+//     runtime and arms the poll there. While the poll is armed elsewhere it queues behind
+//     it and is woken across, as above: nothing is refused.
+//   - The bound runtime shut down or destroyed: its reactor's shutdown ends every poll it
+//     holds (cancel, or disarm an arm request still in its inbox), which wakes every waiter
+//     (its own are dropped: their frames are destroyed with their runtime; the others go to
+//     their runtimes), and leaves the state idle. The next wait from a live runtime rebinds
+//     it. So a task of runtime B waiting on a socket bound to A is not stranded by A's
+//     destruction: it tries again on B, rebinds, and waits there (a with_timeout around it
+//     fires as usual). Nothing dereferences a former binding once the poll is idle: the
+//     only posts to the bound reactor are the arm (always to the waiter's own runtime,
+//     after rebinding) and close()'s cancel (only while a poll is armed or arming, which
+//     that reactor's shutdown ends before it returns; from another thread it posts under
+//     the lock, and the shutdown looks at its inbox once more after the last poll ended).
+//   Deadline waits do not use the bound reactor at all: their one-shot polls go to the
+//   waiter's own (io/socket_deadline.cpp).
 #pragma once
 
 #include "runtime/private.hpp"
@@ -32,8 +62,6 @@
 #include <eddy/runtime/detail/spin_lock.hpp>
 
 namespace eddy::detail {
-
-class Scheduler;
 
 /// A reactor request about a PollState (kPollArm, kPollCancel).
 struct PollNode : ReactorNode {
@@ -49,9 +77,10 @@ public:
     static constexpr std::uint32_t kTickOne = 4;  // word: one event later
     enum class Arm : std::uint8_t { kIdle, kArming, kArmed };
 
-    /// A new state for `fd`, held by the socket (one reference). Nothing is known about
-    /// either direction yet, so both start ready: the next operation simply tries.
-    PollState(int fd, Reactor& reactor, Scheduler& sched) noexcept;
+    /// A new state for `fd`, held by the socket (one reference), bound to `reactor`'s
+    /// runtime. Nothing is known about either direction yet, so both start ready: the next
+    /// operation simply tries.
+    PollState(int fd, Reactor& reactor) noexcept;
     PollState(const PollState&) = delete;
     PollState& operator=(const PollState&) = delete;
 
@@ -77,6 +106,7 @@ public:
     }
     /// Queues `w` unless an event came since `seen`, the socket was closed or `w` was
     /// cancelled (then false: w->result_ says how it settled, or it should try again).
+    /// Rebinds the state to w->home_'s runtime when the poll is idle (see "Runtimes").
     enum class Queue : std::uint8_t { kQueued, kRetry, kSettled };
     Queue queue(SocketAwaiter* w, Dir d, std::uint32_t seen) noexcept;
     /// The awaiter's destructor: leaves the queue if still on it (a frame destroyed while it
@@ -98,11 +128,13 @@ public:
     /// the waiters of every direction it concerns (their retries go to `ready`); without
     /// `more`, the poll is over and every waiter is woken.
     void on_event(std::int32_t res, bool more, std::vector<void*>& ready) noexcept;
-    /// Shutdown: the poll will never be armed or reported again.
-    void disarm_for_shutdown() noexcept;
+    /// Shutdown: the poll will never be armed or reported again. Wakes every waiter: those
+    /// of `local`'s runtime are dropped (destroyed with it), the others queued on theirs.
+    void disarm_for_shutdown(const Reactor* local) noexcept;
 
     int fd() const noexcept { return fd_; }
-    Reactor& reactor() const noexcept { return *reactor_; }
+    /// Tests: the reactor the state is bound to (compared, never dereferenced).
+    const Reactor* bound_reactor() noexcept;
     /// close() has run: a retry gives the closed result without touching the socket.
     /// Acquire: pairs with close()'s release store.
     bool closed() const noexcept { return closed_flag_.load(std::memory_order_acquire); }
@@ -127,10 +159,12 @@ private:
     void take(Dir d, SocketAwaiter*& chain) noexcept;  // under lock_: unlinks every waiter of d
     void link(SocketAwaiter* w, Dir d) noexcept;
     void unlink(SocketAwaiter* w, Dir d) noexcept;
+    /// Under lock_: queues each waiter of `chain` whose runtime is not `local`'s on its own
+    /// and takes it off the chain (see "Runtimes").
+    static void wake_foreign(SocketAwaiter*& chain, const Reactor* local) noexcept;
 
     int fd_;  // -1 only in discard()
-    Reactor* reactor_;
-    Scheduler* sched_;
+    Reactor* reactor_;  // guarded by lock_: the bound runtime's (see "Runtimes")
     // Acquire loads by awaiters; stores and RMWs under lock_ or by CAS (see above).
     std::atomic<std::uint32_t> word_[2] = {kReady, kReady};
     // Acq_rel decrement in release(): the last holder sees every other holder's writes.

@@ -735,19 +735,25 @@ void Reactor::untrack(Operation* op) noexcept {
     op->prev_in_flight = op->next_in_flight = nullptr;
 }
 
-void Reactor::drain_for_shutdown() noexcept try {
-    // Every worker is joined: nothing new arrives except cancel requests from other
-    // threads, which are moot now. Nodes in the inbox never reached the kernel; their
-    // frames are destroyed by the scheduler's shutdown step 4.
+void Reactor::drop_inbox() noexcept {
     for (ReactorNode* n = inbox_.exchange(nullptr, std::memory_order_acquire); n != nullptr;) {
         ReactorNode* next = n->next;
         if (n->kind == ReactorNode::Kind::kPollArm || n->kind == ReactorNode::Kind::kPollCancel) {
             PollState* s = static_cast<PollNode*>(n)->state;
-            if (n->kind == ReactorNode::Kind::kPollArm) s->disarm_for_shutdown();
+            // An arm request: wakes the waiters of other runtimes (poll_state.hpp, "Runtimes").
+            if (n->kind == ReactorNode::Kind::kPollArm) s->disarm_for_shutdown(this);
             s->release();  // the node's reference
         }
         n = next;
     }
+}
+
+void Reactor::drain_for_shutdown() noexcept try {
+    // Every worker is joined: nothing new arrives except cancel requests from other
+    // threads, which are moot now, and close()'s poll cancels from other threads (looked
+    // at again at the end). Nodes in the inbox never reached the kernel; their frames are
+    // destroyed by the scheduler's shutdown step 4.
+    drop_inbox();
     retry_ = nullptr;
     for (auto& q : timer_queues_) q->clear();
     // Ask the kernel to give back every buffer it holds, then wait until it has.
@@ -781,6 +787,10 @@ void Reactor::drain_for_shutdown() noexcept try {
         retry_ = nullptr;  // nothing is resubmitted now
     }
     ready_.clear();  // never resumed: the scheduler destroys these frames
+    // Every socket poll of ours has ended: a close() from another thread posted its cancel
+    // before that (under the state's lock, poll_state.hpp), so it is in the inbox now, and
+    // none comes later. Their references are dropped here.
+    drop_inbox();
     in_flight_ = nullptr;
     publish_gauges();  // nothing left: the figures say so
 } catch (const std::bad_alloc&) {
@@ -793,6 +803,11 @@ void Reactor::drain_for_shutdown() noexcept try {
 Reactor& current_reactor(const char* what) {
     Scheduler& s = require_worker(what);
     return static_cast<Reactor&>(*s.driver());
+}
+
+Reactor* this_thread_reactor() noexcept {
+    Scheduler* s = current_scheduler();
+    return s != nullptr ? static_cast<Reactor*>(s->driver()) : nullptr;
 }
 
 void submit(Reactor& reactor, Operation& op) noexcept { reactor.post_deferred(op); }

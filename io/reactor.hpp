@@ -175,6 +175,7 @@ private:
     void track(Operation* op) noexcept;
     void untrack(Operation* op) noexcept;
     void drain_for_shutdown() noexcept;
+    void drop_inbox() noexcept;  // shutdown: what the inbox holds, dropped
 
     Scheduler& sched_;
     io_uring ring_{};
@@ -222,5 +223,8 @@ private:
     std::size_t polled_ = 0;  // sockets on armed_
     std::atomic<std::uint64_t> stat_wakeups_{0};
 };
+
+/// The reactor of the runtime whose worker runs the calling thread, or nullptr.
+Reactor* this_thread_reactor() noexcept;
 
 } // namespace eddy::detail

@@ -65,7 +65,7 @@ public:
         op_.fd = a.state_->fd();
         op_.len = PollState::dir_of(a.op_) == PollState::kWrite ? POLLOUT : POLLIN;
         op_.deadline_ns = deadline_ns_;
-        op_.reactor = &a.state_->reactor();
+        op_.reactor = a.home_;  // this runtime's, whatever the state is bound to
         // Resumed as a Runnable: see Operation::waiter.
         op_.waiter = std::coroutine_handle<>::from_address(queue_item(this));
         if (!cancel_.arm(op_, a.token_, task_)) {

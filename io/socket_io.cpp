@@ -86,6 +86,7 @@ bool SocketAwaiter::suspend(std::coroutine_handle<> h, const TaskCancellation* s
     const PollState::Dir d = PollState::dir_of(op_);
     PollState* s = io_->state_.load(std::memory_order_acquire);
     std::uint32_t seen = 0;
+    Reactor* home = nullptr;  // this runtime's: looked up only once the operation waits
     bool try_again = false;  // our attempt came before the state we use: try under its protocol
     if (s != nullptr) {
         seen = s->word(d);
@@ -102,8 +103,8 @@ bool SocketAwaiter::suspend(std::coroutine_handle<> h, const TaskCancellation* s
             result_ = -EBADF;
             return false;
         }
-        Reactor& reactor = current_reactor(what_);
-        auto* fresh = new PollState(io_->fd_, reactor, reactor.scheduler());
+        home = &current_reactor(what_);
+        auto* fresh = new PollState(io_->fd_, *home);
         PollState* expected = nullptr;
         if (io_->state_.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel)) {
             s = fresh;
@@ -114,8 +115,10 @@ bool SocketAwaiter::suspend(std::coroutine_handle<> h, const TaskCancellation* s
             try_again = true;  // an event it saw before we read its word must not be lost
         }
     }
+    if (home == nullptr) home = &current_reactor(what_);
     frame_ = h;
     state_ = s;
+    home_ = home;
     s->add_ref();  // ours, until the destructor
     // Under a deadline: a poll of its own, linked to the deadline (see socket_io.hpp).
     if (const std::int64_t deadline = io_deadline_of(scope); deadline != kNoDeadline) [[unlikely]]

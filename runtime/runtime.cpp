@@ -9,6 +9,7 @@
 #include "runtime/worker_count.hpp"
 
 #include <string>
+#include <thread>
 
 namespace eddy {
 
@@ -76,14 +77,38 @@ void defer_current(std::coroutine_handle<> frame) {
     w->defer(frame.address());
 }
 
-bool join_suspend(FrameHeader* h, std::coroutine_handle<> joiner) {
+bool join_suspend(FrameHeader* h, std::coroutine_handle<> joiner, bool* cross) {
     Scheduler& s = require_worker("co_await on an eddy::JoinHandle");
+    // home_id is still the task's (the union's other members are written only here and by
+    // join_wait, and a handle is awaited or waited once).
+    *cross = h->home_id != s.id();
     h->joiner = joiner;
     h->joiner_sched = &s;
-    // Acq_rel: release publishes joiner/joiner_sched to finish_root's acquire; acquire (when
-    // already complete) makes the result visible before we resume.
+    // Acq_rel: release publishes joiner/joiner_sched (and *cross, read by this frame only) to
+    // finish_root's acquire; acquire (when already complete) makes the result visible before
+    // we resume.
     const std::uint32_t prev = h->state.fetch_or(FrameHeader::kJoinWaiting, std::memory_order_acq_rel);
-    return (prev & FrameHeader::kComplete) == 0;
+    if ((prev & FrameHeader::kComplete) == 0) return true;
+    *cross = false;  // complete before we registered: no completer looks at the joiner
+    return false;
+}
+
+namespace {
+/// Until the completer of a join across runtimes has set kJoinDone.
+void wait_join_done(FrameHeader* h) noexcept {
+    // Acquire: pairs with the completer's release fetch_or of kJoinDone (finish_root,
+    // Scheduler::cancel); its reads of the header happen before we go on.
+    while ((h->state.load(std::memory_order_acquire) & FrameHeader::kJoinDone) == 0) std::this_thread::yield();
+}
+} // namespace
+
+void join_settle(FrameHeader* h) noexcept { wait_join_done(h); }
+
+void join_withdraw(FrameHeader* h) noexcept {
+    // Acq_rel: pairs with the completer's acq_rel fetch_or of kComplete. Either we clear
+    // kJoinWaiting first (it will not look at the joiner) or it saw it (then wait for it).
+    const std::uint32_t prev = h->state.fetch_and(~FrameHeader::kJoinWaiting, std::memory_order_acq_rel);
+    if ((prev & FrameHeader::kComplete) != 0) wait_join_done(h);
 }
 
 void join_wait(FrameHeader* h) {

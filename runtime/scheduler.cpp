@@ -202,6 +202,14 @@ void Scheduler::cancel(FrameHeader* h) noexcept {
     const std::uint32_t prev =
         h->state.fetch_or(FrameHeader::kComplete | FrameHeader::kCancelled, std::memory_order_acq_rel);
     ThreadWaiter* waiter = (prev & FrameHeader::kThreadWaiting) != 0 ? h->thread_waiter : nullptr;
+    if ((prev & FrameHeader::kJoinWaiting) != 0 && h->joiner_sched != this) {
+        // A task of another runtime awaits this one: it resumes there and gets
+        // RuntimeStopped. Its runtime is alive: its shutdown would wait in join_withdraw.
+        h->joiner_sched->schedule(h->joiner);
+        // Release: pairs with the joiner's acquire (join_settle, join_withdraw). We still
+        // hold the frame's reference, so h outlives this RMW and the destroy below.
+        h->state.fetch_or(FrameHeader::kJoinDone, std::memory_order_release);
+    }
     destroyed_.fetch_add(1, std::memory_order_relaxed);
     h->handle().destroy();  // drops the frame's reference; frees h if the handle is gone
     // SAFETY: a thread waiter holds the handle's reference, so h outlives this signal.
@@ -344,7 +352,12 @@ std::coroutine_handle<> Scheduler::finish_root(void* ctx, PromiseBase& p, std::c
         const std::coroutine_handle<> joiner = h->joiner;
         Scheduler* joiner_sched = h->joiner_sched;
         if (joiner_sched == sched) return joiner;  // symmetric transfer on this worker
+        // A joiner of another runtime (frame_header.hpp, "Joins across runtimes"): that
+        // runtime cannot be gone before kJoinDone (its shutdown waits in join_withdraw), and
+        // the joiner does not take the result (which may free h) before it either.
         joiner_sched->schedule(joiner);
+        // Release: pairs with the acquire of join_settle / join_withdraw. The last touch of h.
+        h->state.fetch_or(FrameHeader::kJoinDone, std::memory_order_release);
         return std::noop_coroutine();
     }
     if ((prev & FrameHeader::kThreadWaiting) != 0) {

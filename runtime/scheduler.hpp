@@ -16,7 +16,10 @@
 //      each one belongs to a task in the registry, destroyed next.
 //   4. Destroy every registered (unfinished) task, marking it kComplete|kCancelled first so
 //      that its JoinHandle, if any, reports RuntimeStopped. A block_on caller waiting for
-//      it is woken. Destroying a frame destroys what it owns: its awaited child tasks,
+//      it is woken, and so is a task of another runtime that awaits its JoinHandle (queued
+//      on its own runtime: see "Joins across runtimes" in frame_header.hpp). A task of this
+//      runtime that awaits a task of another one withdraws from that join as its frame is
+//      destroyed, waiting if that task's completer is handing it over right then. Destroying a frame destroys what it owns: its awaited child tasks,
 //      when_all children, and JoinHandles, which detach their tasks (destroyed in turn).
 // Steps 3 and 4 run with no worker alive, so no frame can be resumed while it is destroyed.
 #pragma once
@@ -114,6 +117,8 @@ public:
     static std::coroutine_handle<> finish_root(void* ctx, PromiseBase& p,
                                                std::coroutine_handle<> self) noexcept;
 
+    /// This runtime's id: FrameHeader::home_id of its root tasks.
+    std::uint64_t id() const noexcept { return id_; }
     bool stopping() const noexcept { return stopping_.load(std::memory_order_relaxed); }
     /// Tasks spawned from outside the runtime so far (relaxed: a hint for spinning workers).
     std::uint64_t external_spawns() const noexcept { return external_spawned_.load(std::memory_order_relaxed); }

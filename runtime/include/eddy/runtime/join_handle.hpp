@@ -1,9 +1,12 @@
 // eddy/runtime/join_handle.hpp: JoinHandle<T>, the owner's view of a spawned task.
 //
 // `co_await std::move(handle)` (or `co_await handle`) suspends until the task finishes, then
-// gives its result or rethrows its exception; awaiting consumes the handle. The awaiter
-// resumes on the worker that finished the task (a symmetric transfer when both belong to the
-// same runtime). `is_finished()` never blocks.
+// gives its result or rethrows its exception; awaiting consumes the handle. Within one
+// runtime the awaiter resumes on the worker that finished the task (a symmetric transfer).
+// A task of another runtime may await it too: it resumes on its own runtime, and either
+// runtime may shut down or be destroyed meanwhile (the joiner then gets RuntimeStopped if
+// the task was destroyed unfinished, or is destroyed with its own runtime; see "Joins
+// across runtimes" in eddy/tasks/detail/frame_header.hpp). `is_finished()` never blocks.
 //
 // Dropping the handle (or `detach()`) detaches the task: it still runs to completion, and an
 // exception escaping it goes to the runtime's `on_unhandled_exception` hook. A finished task
@@ -84,6 +87,11 @@ public:
                 throw BrokenTask("eddy: awaiting an empty JoinHandle (moved-from, "
                                  "default-constructed or already awaited)");
         }
+        /// Destroyed while it waits for a task of another runtime (this runtime's shutdown
+        /// destroys the frame): see "Joins across runtimes" in frame_header.hpp.
+        ~Awaiter() {
+            if (cross_) detail::join_withdraw(handle_.header_);
+        }
         bool await_ready() const noexcept { return false; }
         template <class P>
         bool await_suspend(std::coroutine_handle<P> awaiter) {
@@ -92,13 +100,20 @@ public:
             if (handle_.is_finished()) return detail::coop_yield(awaiter);
             // SAFETY: after join_suspend publishes `awaiter`, the completer may resume it on
             // another thread at once; nothing of this awaiter is touched afterwards.
-            return detail::join_suspend(handle_.header_, awaiter) || detail::coop_yield(awaiter);
+            return detail::join_suspend(handle_.header_, awaiter, &cross_) || detail::coop_yield(awaiter);
         }
-        T await_resume() { return handle_.take(); }
+        T await_resume() {
+            if (cross_) {
+                cross_ = false;
+                detail::join_settle(handle_.header_);
+            }
+            return handle_.take();
+        }
         void dump_wait(detail::DumpWait& d) const { d.join(handle_.header_); }
 
     private:
         JoinHandle& handle_;
+        bool cross_ = false;  // waits for a task of another runtime (set by join_suspend)
     };
     Awaiter operator co_await() & { return Awaiter(*this); }
     Awaiter operator co_await() && { return Awaiter(*this); }

@@ -30,6 +30,12 @@
 //   when the last goes, so a retry running on another worker never uses a closed (or
 //   reused) descriptor number.
 //
+// # Across runtimes
+//   A socket may be used by tasks of several runtimes, one after the other or at once: each
+//   operation resumes on the runtime of the task that awaits it, and the state moves to the
+//   runtime that waits when its poll is idle, including after the runtime it was bound to
+//   was shut down or destroyed (io/poll_state.hpp, "Runtimes").
+//
 // # Under a deadline (eddy::with_deadline)
 //   A multishot poll cannot carry a linked timeout, and the shared one serves every waiter of
 //   the socket. So an operation whose task has a deadline, and that has to wait, does not
@@ -67,6 +73,7 @@
 namespace eddy::detail {
 
 class PollState;
+class Reactor;
 class SocketAwaiter;
 class SocketDeadlineWait;
 /// Frees a socket operation's wait under a deadline (nullptr: nothing), once its poll is over.
@@ -181,6 +188,10 @@ private:
     socklen_t* addrlen_;
     const char* what_;
     PollState* state_ = nullptr;  // set by the first wait: holds a reference
+    // Set by the first wait: the reactor of the runtime this operation runs on, where its
+    // retries and its resumption are queued whatever runtime the state is bound to
+    // (io/poll_state.hpp, "Runtimes"). Read by the state under its lock once queued.
+    Reactor* home_ = nullptr;
     SocketDeadlineWait* deadline_wait_ = nullptr;  // owned: a wait under a deadline
     std::coroutine_handle<> frame_{};
     std::int64_t result_ = 0;

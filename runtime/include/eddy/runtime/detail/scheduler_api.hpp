@@ -68,8 +68,15 @@ void defer_current(std::coroutine_handle<> frame);
 
 /// JoinHandle protocol (see frame_header.hpp for the state word).
 /// Registers `joiner` to be resumed at completion; false when already complete (do not
-/// suspend). Throws WrongThread off a worker.
-bool join_suspend(FrameHeader* h, std::coroutine_handle<> joiner);
+/// suspend). Throws WrongThread off a worker. Sets `*cross` before it publishes anything:
+/// true when the joiner waits for a task of another runtime (then the awaiter calls
+/// join_settle once resumed, or join_withdraw if destroyed while it waits), else false.
+bool join_suspend(FrameHeader* h, std::coroutine_handle<> joiner, bool* cross);
+/// A joiner across runtimes, resumed: waits until the completer is done with `h`.
+void join_settle(FrameHeader* h) noexcept;
+/// A joiner across runtimes destroyed while it waits (its runtime's shutdown): takes the
+/// registration back, or waits until the completer has handed it over.
+void join_withdraw(FrameHeader* h) noexcept;
 /// Blocks the calling thread until the task completes.
 void join_wait(FrameHeader* h);
 /// Drops the handle's reference. Unless `consumed`, a finished task's exception is reported

@@ -24,7 +24,9 @@
 //   bit 3 kDetached      the JoinHandle was dropped; whoever completes the task frees it
 //   bit 4 kCancelled     shutdown destroyed the frame before it completed (implies kComplete)
 //   bit 5 kFrameDead     the coroutine frame was destroyed (the header may live on)
-//   bits 6.. references  one for the live frame, one for the JoinHandle
+//   bit 6 kJoinDone      a joiner of another runtime was handed over: the completer is done
+//                        with the header (see "Joins across runtimes")
+//   bits 7.. references  one for the live frame, one for the JoinHandle
 //
 // Who touches what:
 //   home_id: the spawning runtime's id, written at spawn before the frame is published; lets
@@ -44,6 +46,24 @@
 //     name)), or both. Written at spawn before the frame is published and never again; the
 //     header owns one reference to it, dropped when the header is freed (so it outlives the
 //     frame, whose cancellation scope may live in it). Null for every other frame.
+//
+// # Joins across runtimes
+// A task of runtime B may await the JoinHandle of a task T of runtime A. The completer (A's
+// finish_root, or A's shutdown cancelling T) then queues the joiner on B, and either side
+// may be shutting down or destroyed meanwhile. What keeps it safe:
+//   - The joiner's awaiter knows it waits across runtimes (join_suspend compares home_id
+//     with its own runtime before it publishes anything) and says so in the awaiter.
+//   - A completer that sees kJoinWaiting with a joiner of another runtime reads joiner and
+//     joiner_sched, queues the joiner there, and only then sets kJoinDone (release): its
+//     last touch of the header. B cannot be gone before that push: a joiner of B that is
+//     destroyed while it waits (B's shutdown, step 4) withdraws in its awaiter's destructor
+//     (join_withdraw): it clears kJoinWaiting and, if the completer had already seen it
+//     (kComplete set), waits for kJoinDone. So B's shutdown waits for the push to end.
+//   - The joiner, once resumed, waits for kJoinDone too (join_settle) before it takes the
+//     result: taking it may destroy T's frame and free the header, which the completer
+//     still touches until kJoinDone.
+// A join within one runtime does none of this: the completer transfers to the joiner
+// directly, and that runtime's shutdown destroys both together.
 #pragma once
 
 #include <atomic>
@@ -88,7 +108,8 @@ struct alignas(16) FrameHeader {
     static constexpr std::uint32_t kDetached = 1u << 3;
     static constexpr std::uint32_t kCancelled = 1u << 4;
     static constexpr std::uint32_t kFrameDead = 1u << 5;
-    static constexpr std::uint32_t kRefOne = 1u << 6;
+    static constexpr std::uint32_t kJoinDone = 1u << 6;
+    static constexpr std::uint32_t kRefOne = 1u << 7;
     static constexpr std::uint32_t kFlagMask = kRefOne - 1;
     // Always present, whatever NDEBUG says: the layout must be the same in every
     // translation unit (the library and the user's code may be built differently).

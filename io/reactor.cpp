@@ -1,4 +1,6 @@
 // io/reactor.cpp: see reactor.hpp for the flow and operation.hpp for the cancel protocol.
+// Its ring's set-up and thread start are in reactor_setup.cpp; how it sleeps and is woken,
+// in reactor_sleep.cpp.
 #include "io/reactor.hpp"
 
 #include "io/poll_state.hpp"
@@ -8,65 +10,19 @@
 #include "runtime/worker.hpp"
 
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
-#include <linux/futex.h>
-#include <sys/eventfd.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <eddy/runtime/detail/scheduler_api.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
-#include <ctime>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <stdexcept>
 #include <string>
-#include <system_error>
 
 namespace eddy::detail {
 namespace {
-
-std::int64_t now_ns() noexcept {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
-[[noreturn]] void throw_unavailable(int err) {
-    std::string why;
-    switch (err) {
-    case ENOSYS:
-        why = "the kernel has no io_uring (too old, or built without it) or a seccomp filter blocks it";
-        break;
-    case EPERM:
-    case EACCES: {
-        std::ifstream f("/proc/sys/kernel/io_uring_disabled");
-        int disabled = 0;
-        if (f >> disabled && disabled != 0)
-            why = "kernel.io_uring_disabled is " + std::to_string(disabled) + " (sysctl)";
-        else
-            why = "permission denied (a seccomp filter or security policy blocks io_uring_setup)";
-        break;
-    }
-    case ENOMEM: {
-        rlimit rl{};
-        getrlimit(RLIMIT_MEMLOCK, &rl);
-        why = "not enough lockable memory for the rings (RLIMIT_MEMLOCK is " +
-              (rl.rlim_cur == RLIM_INFINITY ? std::string("unlimited") : std::to_string(rl.rlim_cur) + " bytes") +
-              "; raise it or lower RuntimeConfig::ring_entries)";
-        break;
-    }
-    default:
-        why = "io_uring_setup failed";
-    }
-    throw std::system_error(err, std::system_category(), "eddy: io_uring is unavailable: " + why);
-}
 
 bool waits_for_write(IoKind k) noexcept {
     return k == IoKind::kWrite || k == IoKind::kWritev || k == IoKind::kSend || k == IoKind::kSendMsg || k == IoKind::kConnect;
@@ -77,88 +33,6 @@ bool pollable(IoKind k) noexcept {
 }
 
 } // namespace
-
-Reactor::Reactor(Scheduler& sched, unsigned ring_entries)
-    : sched_(sched), virtual_(sched.clock().is_virtual()), token_(sched.global_wakes()) {
-    constexpr unsigned kMaxCqEntries = 65536;  // the kernel's limit (IORING_MAX_CQ_ENTRIES)
-    const unsigned cq_entries = ring_entries < kMaxCqEntries / 4 ? ring_entries * 4 : kMaxCqEntries;
-    // A CQ four times the SQ (at most the kernel's maximum): completions of earlier batches
-    // can pile up while new ones are submitted. The ring is tried with the newest flags
-    // first, then without what an older kernel rejects (-EINVAL):
-    //   DEFER_TASKRUN + SINGLE_ISSUER (6.1+): completion work runs only when the reactor
-    //     enters the kernel to wait, in one batch, instead of interrupting it each time; the
-    //     ring starts disabled (R_DISABLED) so that the reactor thread, which enables it,
-    //     becomes its single issuer.
-    //   COOP_TASKRUN (5.19+): the same without the deferral.
-    //   TASKRUN_FLAG with either: the kernel sets IORING_SQ_TASKRUN while completion work
-    //     waits for us, which workers read to decide whether waking us pays (events_pending()).
-    const unsigned attempts[] = {
-        IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_R_DISABLED | IORING_SETUP_TASKRUN_FLAG,
-        IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
-        0,
-    };
-    io_uring_params params{};
-    int r = -EINVAL;
-    for (unsigned flags : attempts) {
-        params = io_uring_params{};
-        params.flags = IORING_SETUP_CQSIZE | flags;
-        params.cq_entries = cq_entries;
-        // At least 2: an operation under a deadline takes two adjacent SQEs (link_timeout.cpp).
-        r = io_uring_queue_init_params(std::max(ring_entries, 2u), &ring_, &params);
-        if (r != -EINVAL) break;
-    }
-    disabled_ = (params.flags & IORING_SETUP_R_DISABLED) != 0;
-    taskrun_flag_ = (params.flags & IORING_SETUP_TASKRUN_FLAG) != 0;
-    if (r < 0) throw_unavailable(-r);
-    if ((params.features & IORING_FEAT_NODROP) == 0 || (params.features & IORING_FEAT_EXT_ARG) == 0) {
-        io_uring_queue_exit(&ring_);
-        throw std::system_error(ENOSYS, std::system_category(),
-                                "eddy: io_uring is unavailable: the kernel lacks IORING_FEAT_NODROP or "
-                                "IORING_FEAT_EXT_ARG (eddy needs Linux 5.11 or later)");
-    }
-    event_fd_ = eventfd(0, EFD_CLOEXEC);
-    if (event_fd_ < 0) {
-        const int err = errno;
-        io_uring_queue_exit(&ring_);
-        throw std::system_error(err, std::system_category(), "eddy: eventfd for the reactor");
-    }
-    ready_.reserve(256);
-    timer_queues_.reserve(sched.num_workers());
-    const std::int64_t now = sched.clock().now_ns();
-    for (std::size_t i = 0; i < sched.num_workers(); ++i) timer_queues_.push_back(std::make_unique<TimerQueue>(*this, now));
-}
-
-Reactor::~Reactor() {
-    shutdown();
-    io_uring_queue_exit(&ring_);
-    close(event_fd_);
-}
-
-void Reactor::start() {
-    const std::string name = thread_name(sched_.config(), "reactor");
-    thread_ = std::thread([this, name] {
-        name_this_thread(name);  // before the start hook, which may want to see it
-        // A write to a pipe or socket whose reader is gone raises SIGPIPE in the thread that
-        // performs it: for io_uring, this one. Blocked here, it stays pending and harmless,
-        // and the task gets EPIPE (sends on workers use MSG_NOSIGNAL instead).
-        sigset_t pipe_only;
-        sigemptyset(&pipe_only);
-        sigaddset(&pipe_only, SIGPIPE);
-        pthread_sigmask(SIG_BLOCK, &pipe_only, nullptr);
-        if (disabled_) {
-            // This thread becomes the ring's single issuer.
-            // (liburing 2.3 declares io_uring_enable_rings() but does not export it.)
-            if (syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0) != 0) {
-                std::fprintf(stderr, "eddy: reactor: enabling the io_uring ring failed: %s\n", std::strerror(errno));
-                std::abort();
-            }
-        }
-        run_thread_hook(sched_.config().on_thread_start, "on_thread_start");
-        run();
-        run_thread_hook(sched_.config().on_thread_stop, "on_thread_stop");
-    });
-    pthread_setname_np(thread_.native_handle(), name.c_str());  // visible once the Runtime is built
-}
 
 void Reactor::shutdown() noexcept {
     if (!thread_.joinable()) return;
@@ -198,28 +72,6 @@ void Reactor::post_any(ReactorNode& node) noexcept {
 
 void Reactor::flush() noexcept { wake_if_sleeping(); }
 
-bool Reactor::worker_out_of_work(bool parked) noexcept {
-    // Seq_cst: pairs with sleep_batching()'s store of kSleepingBatch and its look at the
-    // idle state (after parking, the caller did a seq_cst RMW of it).
-    if (sleeping_.load(std::memory_order_seq_cst) != kSleepingBatch) return false;
-    // A worker that will spin for work first wakes us only if completions are waiting; one
-    // that parked always does, since we must then sleep in the ring to see them come.
-    const bool pending = !taskrun_flag_ || events_pending();
-    if (parked || pending) wake_if_sleeping();
-    return pending;
-}
-
-void Reactor::watch() noexcept {
-    // The caller saw Scheduler::unwatched_flag() (see Worker::schedule_next for the pairing).
-    if (sleeping_.load(std::memory_order_seq_cst) == kSleepingUnbounded) wake_if_sleeping();
-}
-
-bool Reactor::events_pending() const noexcept {
-    // The kernel's word in the shared SQ ring; relaxed: a hint (a stale view costs a wake-up
-    // too many or a batch window of delay, never a lost completion).
-    return (__atomic_load_n(ring_.sq.kflags, __ATOMIC_RELAXED) & IORING_SQ_TASKRUN) != 0;
-}
-
 void Reactor::push(ReactorNode& node) noexcept {
     ReactorNode* head = inbox_.load(std::memory_order_relaxed);
     do {
@@ -228,22 +80,6 @@ void Reactor::push(ReactorNode& node) noexcept {
         // the push before wake_if_sleeping()'s load (pairs with sleep_in_kernel()).
     } while (!inbox_.compare_exchange_weak(head, &node, std::memory_order_seq_cst, std::memory_order_relaxed));
     // From here on `node` may already be resumed and gone: only the reactor is touched.
-}
-
-void Reactor::wake_if_sleeping() noexcept {
-    // Seq_cst: pairs with sleep_in_kernel()'s store of how it sleeps and its re-check of the
-    // inbox (and sleep_batching()'s).
-    if (sleeping_.load(std::memory_order_seq_cst) == kAwake) return;
-    const std::uint32_t was = sleeping_.exchange(kAwake, std::memory_order_seq_cst);
-    if (was == kAwake) return;
-    if (was == kSleepingBatch) {
-        syscall(SYS_futex, &sleeping_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-    } else {
-        const std::uint64_t one = 1;
-        while (write(event_fd_, &one, sizeof one) < 0 && errno == EINTR) {
-        }
-    }
-    stat_wakeups_.fetch_add(1, std::memory_order_relaxed);  // any thread: a statistic only
 }
 
 void Reactor::run() noexcept {
@@ -609,113 +445,9 @@ void Reactor::flush_ready() {
     ready_.clear();
 }
 
-void Reactor::sleep_in_kernel() {
-    // The eventfd read is (re)armed here, the one place that needs it: it may have
-    // completed in this very round (reap()), and without it a post() could not wake us.
-    if (!wake_armed_) arm_wake();
-    // Arming may have had to reap (a full SQ), finishing operations: deliver them first.
-    if (!ready_.empty() || retry_ != nullptr) return;
-    // A running worker may have posted without waking us yet (it flushes in batches): look
-    // at the inbox again within kUnflushedBoundNs while any worker is unparked. Relaxed: a
-    // stale count is harmless either way. Bounded, we come back by ourselves; unbounded,
-    // post_deferred() sees kSleepingUnbounded below and wakes us (see reactor.hpp).
-    const std::size_t unparked = sched_.idle().num_unparked();
-    // Batching (sleep_batching()) while a worker runs: it will take the completions when it
-    // runs out of work (and wakes us then), so holding them back costs it nothing. Shorter
-    // while another worker is parked, which could have taken them at once.
-    const bool batch = unparked > 0;
-    const std::int64_t now = now_ns();
-#if EDDY_TASK_DUMP
-    refresh_coarse_clock(now);  // how long tasks wait, for task dumps (await_trace.hpp)
-#endif
-    if (batch) sched_.watchdog().check(now);  // long polls, held LIFO slots (runtime/watchdog.hpp)
-    std::int64_t bound =
-        batch ? (unparked == sched_.num_workers() ? kBatchWindowNs : kPartialBatchWindowNs) : unparked > 0 ? kUnflushedBoundNs : -1;
-    // Nothing in the ring but our own wake-up read: no completion to batch, so come back
-    // only for the watchdog (and the inbox, at the latest then; timers bound it below).
-    if (batch && pending_cqes_ <= (wake_armed_ ? 1u : 0u)) bound = kIdleRingWatchNs;
-    const std::int64_t timer = earliest_timer();
-    const std::uint64_t requests = virtual_ ? sched_.clock().requests_posted() : 0;
-    if (virtual_) {
-        if (virtual_time(timer, batch, bound)) return;  // due timers, a jump: go round again
-    } else if (timer != TimerQueue::kNone) {
-        if (timer <= now) {
-            io_uring_submit_and_get_events(&ring_);
-            return;
-        }
-        if (bound < 0 || timer - now < bound) bound = timer - now;
-    }
-    if (batch && io_uring_sq_ready(&ring_) > 0) io_uring_submit(&ring_);  // the futex sleep does not submit
-    // Bounded only if we come back by ourselves within kUnflushedBoundNs: a far timer (a long
-    // with_timeout, an idle limit) is as good as no bound for a deferred post.
-    // Seq_cst: pairs with post() and post_deferred() (see reactor.hpp), and with
-    // worker_out_of_work() (kSleepingBatch).
-    const bool back_soon = bound >= 0 && bound <= kUnflushedBoundNs;
-    sleeping_.store(batch ? kSleepingBatch : back_soon ? kSleepingBounded : kSleepingUnbounded,
-                    std::memory_order_seq_cst);
-    // Seq_cst, after sleeping_: a worker that arms an earlier timer from now on sees wake_at_
-    // and wakes us; one that armed it before is seen by the second look below.
-    const std::int64_t wake_at = bound < 0 ? TimerQueue::kNone : now + bound;
-    wake_at_.store(wake_at, std::memory_order_seq_cst);
-    // Unbounded, we stop watching the workers: a worker that then gives the watchdog work
-    // wakes us (Worker::schedule_next; seq_cst, paired with the idle-state look below).
-    const bool unwatched = !batch && !back_soon;
-    if (unwatched) sched_.set_unwatched(true);
-    if (inbox_.load(std::memory_order_seq_cst) != nullptr ||
-        (virtual_ ? virtual_changed(timer, requests) : earliest_timer() < wake_at) ||
-        batch != (sched_.idle().num_unparked() > 0)) {  // a worker parked, or one was woken
-        sleeping_.store(kAwake, std::memory_order_relaxed);
-        wake_at_.store(kAwakeAt, std::memory_order_relaxed);
-        if (unwatched) sched_.set_unwatched(false);
-        io_uring_submit_and_get_events(&ring_);
-        return;
-    }
-    if (batch) {
-        sleep_batching(bound);
-        return;
-    }
-    __kernel_timespec ts{};
-    __kernel_timespec* timeout = nullptr;
-    if (bound >= 0) {
-        ts.tv_sec = bound / 1'000'000'000;
-        ts.tv_nsec = bound % 1'000'000'000;
-        timeout = &ts;
-    }
-    io_uring_cqe* cqe = nullptr;
-    const int r = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, timeout, nullptr);
-    // Relaxed: a submitter that still sees us asleep only writes the eventfd once too often.
-    sleeping_.store(kAwake, std::memory_order_relaxed);
-    wake_at_.store(kAwakeAt, std::memory_order_relaxed);
-    if (unwatched) sched_.set_unwatched(false);
-    if (r < 0 && r != -ETIME && r != -EINTR && r != -EBUSY && r != -EAGAIN)
-        std::fprintf(stderr, "eddy: reactor: waiting for completions failed: %s\n", std::strerror(-r));
-}
-
-void Reactor::sleep_batching(std::int64_t bound) {
-    // Not in the ring: completions that arrive now wait for the end of the window (or for a
-    // worker that runs out of work: worker_out_of_work()), so that one wake-up hands many
-    // over. sleep_in_kernel() stored kSleepingBatch and took its second look.
-    timespec ts{};
-    ts.tv_sec = bound / 1'000'000'000;
-    ts.tv_nsec = bound % 1'000'000'000;
-    // Sleeps only while the word still reads kSleepingBatch (checked by the kernel).
-    syscall(SYS_futex, &sleeping_, FUTEX_WAIT_PRIVATE, kSleepingBatch, &ts, nullptr, 0);
-    sleeping_.store(kAwake, std::memory_order_relaxed);
-    wake_at_.store(kAwakeAt, std::memory_order_relaxed);
-    io_uring_get_events(&ring_);  // run what completed meanwhile, so that reap() sees it
-}
-
 void Reactor::publish_gauges() noexcept {
     stat_in_flight_.set(pending_cqes_);
     stat_polled_.set(polled_);
-}
-
-void Reactor::arm_wake() {
-    io_uring_sqe* sqe = next_sqe();
-    io_uring_prep_read(sqe, event_fd_, &wake_buf_, sizeof wake_buf_, 0);
-    io_uring_sqe_set_data64(sqe, kWakeTag);
-    ++pending_cqes_;
-    wake_armed_ = true;
 }
 
 void Reactor::track(Operation* op) noexcept {

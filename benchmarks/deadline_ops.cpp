@@ -1,13 +1,18 @@
 // benchmarks/deadline_ops.cpp (eddy only, not in SPEC.md; run by hand): what a time limit
 // costs per I/O operation. `pairs` pairs of tasks play ping-pong over two pipes, `iters`
 // round trips each; every read waits, so it goes to the reactor as an io_uring operation.
-// --mode none: no limit. --mode timeout: each read under with_timeout(read, 10s) (a timer
-// armed and disarmed on the worker per read). --mode deadline: each task's whole loop under
-// one with_deadline(60s, loop), so each read carries the deadline into the kernel as a
-// linked IORING_OP_LINK_TIMEOUT (one more SQE and CQE, no timer). Every read is the same
-// small coroutine in all three modes. Prints the SPEC line (ops = reads) and the process's CPU
-// time (user + system, every thread: workers and reactor) per read, which is the figure to
-// compare: the ping-pong's wall time is bounded by wake-ups, not by the limit's cost.
+//   --mode none          `co_await eddy::io::read(fd, b)`: no limit, no frame.
+//   --mode timeout       `co_await eddy::with_timeout(eddy::io::read(fd, b), 10s)`: the
+//                        operation under a timer armed and disarmed on the worker, in place
+//                        (no coroutine frame).
+//   --mode task_timeout  the same around a one-line task that does the read, the way it had
+//                        to be written before with_timeout took operations (a frame per read).
+//   --mode deadline      each task's whole loop under one with_deadline(60s, loop): each read
+//                        carries the deadline into the kernel as a linked
+//                        IORING_OP_LINK_TIMEOUT (one more SQE and CQE, no timer).
+// Prints the SPEC line (ops = reads) and the process's CPU time (user + system, every
+// thread: workers and reactor) per read, which is the figure to compare: the ping-pong's
+// wall time is bounded by wake-ups, not by the limit's cost.
 // Self-check: every read got its byte, none timed out.
 #include "bench_main.hpp"
 
@@ -18,7 +23,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-enum class Mode { kNone, kTimeout, kDeadline };
+enum class Mode { kNone, kTimeout, kTaskTimeout, kDeadline };
 
 double cpu_seconds() {
     rusage u{};
@@ -32,18 +37,18 @@ eddy::Task<std::size_t> read_one(int fd) {
     co_return co_await eddy::io::read(fd, b);
 }
 
-eddy::Task<std::size_t> limited_read(int fd, Mode mode) {
-    if (mode == Mode::kTimeout) co_return co_await eddy::with_timeout(read_one(fd), 10s);
-    co_return co_await read_one(fd);
-}
-
 /// One side: `first` writes before it reads. Gives the bytes it read.
 eddy::Task<std::uint64_t> side(int rd, int wr, bool first, std::uint64_t iters, Mode mode) {
     const std::byte one{1};
     std::uint64_t got = 0;
     for (std::uint64_t i = 0; i < iters; ++i) {
         if (first) co_await eddy::io::write(wr, std::span(&one, 1));
-        got += co_await limited_read(rd, mode);
+        std::array<std::byte, 1> b{};
+        switch (mode) {
+        case Mode::kTimeout: got += co_await eddy::with_timeout(eddy::io::read(rd, b), 10s); break;
+        case Mode::kTaskTimeout: got += co_await eddy::with_timeout(read_one(rd), 10s); break;
+        default: got += co_await eddy::io::read(rd, b); break;
+        }
         if (!first) co_await eddy::io::write(wr, std::span(&one, 1));
     }
     co_return got;
@@ -80,10 +85,13 @@ eddy::Task<double> driver(std::uint64_t pairs, std::uint64_t iters, Mode mode, s
 
 int main(int argc, char** argv) {
     bench::Args args(argc, argv, "deadline_ops", {{"pairs", 8}, {"iters", 20000}},
-                     {{"mode", {"deadline", "timeout", "none"}}});
+                     {{"mode", {"deadline", "timeout", "task_timeout", "none"}}});
     const std::uint64_t pairs = args.get("pairs"), iters = args.get("iters");
     const std::string& m = args.choice("mode");
-    const Mode mode = m == "timeout" ? Mode::kTimeout : m == "none" ? Mode::kNone : Mode::kDeadline;
+    const Mode mode = m == "timeout"        ? Mode::kTimeout
+                      : m == "task_timeout" ? Mode::kTaskTimeout
+                      : m == "none"         ? Mode::kNone
+                                            : Mode::kDeadline;
     eddy::Runtime rt(args.config());
     bench::Completion done(pairs);
     std::atomic<std::uint64_t> reads{0};

@@ -118,11 +118,6 @@ std::string answer(std::string_view line, const Service& service) {
     return upper + "\n";
 }
 
-/// One read, as a Task so that eddy::with_timeout can race it against the idle timer.
-eddy::Task<std::size_t> read_some(eddy::net::TcpStream& s, std::span<std::byte> buf) {
-    co_return co_await s.read(buf);
-}
-
 eddy::Task<void> serve(eddy::net::TcpStream s, Service& service) {
     service.open.fetch_add(1, std::memory_order_relaxed);
     struct Closing {  // however the connection ends (an error goes to the group's handler)
@@ -134,7 +129,7 @@ eddy::Task<void> serve(eddy::net::TcpStream s, Service& service) {
         std::array<std::byte, 4096> buf;
         std::string pending;  // bytes received after the last '\n'
         for (;;) {
-            const std::size_t n = co_await eddy::with_timeout(read_some(s, buf), service.idle_timeout);
+            const std::size_t n = co_await eddy::with_timeout(s.read(buf), service.idle_timeout);
             if (n == 0) break;  // the peer closed its side
             pending.append(reinterpret_cast<const char*>(buf.data()), n);
             std::string replies;

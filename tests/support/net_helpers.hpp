@@ -76,10 +76,10 @@ T run(Runtime& rt, Task<T> task) {
     return result.get();
 }
 
-/// run() of an awaitable that becomes a Task (eddy::Timeout).
-template <eddy::detail::IntoTask A>
+/// run() of any other awaitable (eddy::Timeout, an operation): in a frame of its own.
+template <eddy::detail::NonTaskAwaitable A>
 decltype(auto) run(Runtime& rt, A&& a) {
-    return run(rt, std::move(a).into_task());
+    return run(rt, eddy::detail::in_place_task(std::forward<A>(a)));
 }
 
 /// The error a task ends with: the code of the std::system_error it throws, or an empty

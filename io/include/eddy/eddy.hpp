@@ -24,6 +24,7 @@
 #include <eddy/io/stream_ops.hpp>
 #include <eddy/io/with_timeout.hpp>
 #include <eddy/io/with_deadline.hpp>
+#include <eddy/io/race_sleep.hpp>
 #include <eddy/net/connect_error.hpp>
 #include <eddy/net/lookup.hpp>
 #include <eddy/net/socket_addr.hpp>

@@ -108,6 +108,11 @@ public:
         if (entry_.result < 0) throw_io_error(entry_.result, what_);
     }
 
+    /// When it ends (ns since steady_clock's epoch) and the token that can end it early: what
+    /// when_any(op, sleep) reads to race the two without a frame (eddy/io/race_sleep.hpp).
+    std::int64_t deadline_ns() const noexcept { return entry_.deadline_ns; }
+    const std::stop_token& token() const noexcept { return token_; }
+
 private:
     TimerEntry entry_;
     std::stop_token token_;

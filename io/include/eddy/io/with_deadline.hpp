@@ -142,14 +142,15 @@ Task<T> with_deadline(std::chrono::duration<Rep, Period> timeout, Task<T> task) 
     return detail::run_with_deadline(detail::DeadlineSpec{detail::saturated_ns(timeout), true}, std::move(task));
 }
 
-/// The same for an awaitable that becomes a Task (a with_timeout, a when_all).
-template <detail::IntoTask A>
+/// The same for any other awaitable (eddy/tasks/awaitable.hpp): an operation, a with_timeout,
+/// a when_all. It runs in a frame of its own.
+template <detail::NonTaskAwaitable A>
 auto with_deadline(std::chrono::steady_clock::time_point deadline, A&& a) {
-    return with_deadline(deadline, std::move(a).into_task());
+    return with_deadline(deadline, detail::in_place_task(std::forward<A>(a)));
 }
-template <detail::IntoTask A, class Rep, class Period>
+template <detail::NonTaskAwaitable A, class Rep, class Period>
 auto with_deadline(std::chrono::duration<Rep, Period> timeout, A&& a) {
-    return with_deadline(timeout, std::move(a).into_task());
+    return with_deadline(timeout, detail::in_place_task(std::forward<A>(a)));
 }
 
 namespace this_task {

@@ -32,6 +32,7 @@
 
 #include <eddy/runtime/detail/coop_budget.hpp>
 #include <eddy/tasks/cancellation.hpp>
+#include <eddy/tasks/awaitable.hpp>
 #include <eddy/tasks/task.hpp>
 
 namespace eddy::coop {
@@ -88,9 +89,10 @@ Task<T> unconstrained(Task<T> task) {
     co_return co_await typename Task<T>::Awaiter(task, &own);
 }
 
-template <eddy::detail::IntoTask A>
+/// The same for any other awaitable (a frame of its own).
+template <eddy::detail::NonTaskAwaitable A>
 auto unconstrained(A&& a) {
-    return unconstrained(std::move(a).into_task());
+    return unconstrained(eddy::detail::in_place_task(std::forward<A>(a)));
 }
 
 } // namespace eddy::coop

@@ -49,6 +49,7 @@
 #include <eddy/runtime/detail/spin_lock.hpp>
 #include <eddy/runtime/detail/wait_queue.hpp>
 #include <eddy/tasks/errors.hpp>
+#include <eddy/tasks/awaitable.hpp>
 #include <eddy/tasks/task.hpp>
 
 namespace eddy {
@@ -182,9 +183,11 @@ public:
         return result;
     }
 
-    template <detail::IntoTask A>
+    /// The same for an awaitable that owns what it uses (refused at compile time otherwise:
+    /// eddy/tasks/awaitable.hpp, "Who owns the operation").
+    template <detail::NonTaskAwaitable A>
     AbortHandle spawn(A&& a) {
-        return spawn(std::move(a).into_task());
+        return spawn(detail::detached_task(std::forward<A>(a)));
     }
 
     class [[nodiscard]] NextAwaiter : public detail::WaitAwaiter<NextAwaiter> {

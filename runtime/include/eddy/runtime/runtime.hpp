@@ -30,6 +30,7 @@
 #include <eddy/runtime/task_dump.hpp>
 #include <eddy/runtime/metrics.hpp>
 #include <eddy/tasks/errors.hpp>
+#include <eddy/tasks/awaitable.hpp>
 #include <eddy/tasks/task.hpp>
 
 namespace eddy {
@@ -55,10 +56,12 @@ public:
         return spawn(std::move(task)).wait();
     }
 
-    /// The same for an awaitable that becomes a Task (eddy::Timeout).
-    template <detail::IntoTask A>
+    /// The same for any other awaitable (eddy/tasks/awaitable.hpp): an operation, a
+    /// combinator's result. It runs in a frame of its own; it may borrow from the caller,
+    /// who is blocked until it finishes.
+    template <detail::NonTaskAwaitable A>
     decltype(auto) block_on(A&& a) {
-        return block_on(std::move(a).into_task());
+        return block_on(detail::in_place_task(std::forward<A>(a)));
     }
 
     /// Starts `task` on this runtime from any thread (see eddy::spawn for the rules).
@@ -70,9 +73,11 @@ public:
         return JoinHandle<T>(detail::header_of(h.address()));
     }
 
-    template <detail::IntoTask A>
+    /// The same for an awaitable that owns what it uses (refused at compile time otherwise:
+    /// eddy/tasks/awaitable.hpp, "Who owns the operation").
+    template <detail::NonTaskAwaitable A>
     auto spawn(A&& a) {
-        return spawn(std::move(a).into_task());
+        return spawn(detail::detached_task(std::forward<A>(a)));
     }
 
     /// spawn(), with a name that dump() shows for the task (copied; one allocation).

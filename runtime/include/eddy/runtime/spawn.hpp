@@ -6,6 +6,7 @@
 #include <eddy/runtime/detail/scheduler_api.hpp>
 #include <eddy/runtime/detail/task_name.hpp>
 #include <eddy/runtime/join_handle.hpp>
+#include <eddy/tasks/awaitable.hpp>
 #include <eddy/tasks/task.hpp>
 
 namespace eddy {
@@ -51,15 +52,20 @@ JoinHandle<T> spawn_abortable(Task<T> task) {
     return JoinHandle<T>(detail::header_of(h.address()));
 }
 
-template <detail::IntoTask A>
+/// spawn_abortable() for an awaitable that owns what it uses (see spawn below).
+template <detail::NonTaskAwaitable A>
 auto spawn_abortable(A&& a) {
-    return spawn_abortable(std::move(a).into_task());
+    return spawn_abortable(detail::detached_task(std::forward<A>(a)));
 }
 
-/// spawn(std::move(a).into_task()), for an awaitable such as eddy::Timeout.
-template <detail::IntoTask A>
+/// spawn() for an awaitable that is not a Task (eddy/tasks/awaitable.hpp): a combinator's
+/// result, a sleep, a type of your own; it runs in a frame of its own. Only what owns
+/// everything it uses: an operation that borrows from the caller (a read into the caller's
+/// buffer, a lock of the caller's Mutex) or cannot move is refused at compile time, since
+/// the spawned task runs after the caller has moved on.
+template <detail::NonTaskAwaitable A>
 auto spawn(A&& a) {
-    return spawn(std::move(a).into_task());
+    return spawn(detail::detached_task(std::forward<A>(a)));
 }
 
 } // namespace eddy

@@ -52,6 +52,7 @@
 #include <eddy/runtime/detail/scheduler_api.hpp>
 #include <eddy/runtime/detail/spin_lock.hpp>
 #include <eddy/tasks/cancellation.hpp>
+#include <eddy/tasks/awaitable.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
@@ -71,6 +72,17 @@ public:
     void spawn(Task<void> child);
     /// spawn(), with a name that Runtime::dump() shows for the member (copied).
     void spawn(Task<void> child, std::string_view name);
+    /// spawn() for an awaitable that is not a Task and gives nothing (a frame of its own). Only
+    /// what owns everything it uses: the member may outlive the task that spawned it, so an
+    /// operation that borrows from the caller is refused at compile time
+    /// (eddy/tasks/awaitable.hpp, "Who owns the operation").
+    template <detail::NonTaskAwaitable A>
+    void spawn(A&& a) {
+        static_assert(std::is_void_v<await_result_t<A>>,
+                      "a TaskGroup member gives no value: spawn a Task<void> that uses it, or collect "
+                      "values with eddy::JoinSet or eddy::when_all");
+        spawn(detail::detached_task(std::forward<A>(a)));
+    }
     /// Cancels every member; the group then completes normally (unless a member failed with
     /// another exception). Idempotent. Like spawn(), for members (and for code that knows
     /// the group is still running): the group is gone once it completes. To cancel a group

@@ -35,6 +35,7 @@
 
 #include <eddy/runtime/detail/children.hpp>
 #include <eddy/runtime/detail/when_all_state.hpp>
+#include <eddy/tasks/awaitable.hpp>
 #include <eddy/tasks/task.hpp>
 
 namespace eddy {
@@ -103,11 +104,12 @@ WhenAll<Ts...> when_all(Task<Ts>... tasks) {
     return WhenAll<Ts...>(std::move(tasks)...);
 }
 
-/// when_all of Tasks and awaitables that become Tasks (eddy::Timeout), mixed.
+/// when_all of any awaitables (eddy/tasks/awaitable.hpp), Tasks among them: each that is not
+/// a Task runs as one of its own (a coroutine frame), so that it can run in parallel.
 template <class... As>
-    requires(sizeof...(As) > 0 && (detail::TaskOrIntoTask<As> && ...) && (detail::IntoTask<As> || ...))
+    requires(sizeof...(As) > 0 && (Awaitable<As> && ...) && (detail::NonTaskAwaitable<As> || ...))
 auto when_all(As&&... as) {
-    return when_all(detail::to_task(std::forward<As>(as))...);
+    return when_all(detail::in_place_task(std::forward<As>(as))...);
 }
 
 template <class T>
@@ -130,6 +132,13 @@ Task<std::conditional_t<std::is_void_v<T>, void, std::vector<T>>> when_all(std::
         for (Task<T>& t : tasks) out.push_back(detail::take_child(t));
         co_return out;
     }
+}
+
+/// when_all over any other range of awaitables, moved out of it (`std::move(handles)`, a
+/// std::vector<JoinHandle<T>> say): as for a vector of Tasks, each element a Task of its own.
+template <detail::AwaitableRange R>
+auto when_all(R&& awaitables) {
+    return when_all(detail::tasks_of(std::forward<R>(awaitables)));
 }
 
 } // namespace eddy

@@ -36,6 +36,7 @@
 
 #include <eddy/runtime/detail/children.hpp>
 #include <eddy/runtime/detail/when_any_state.hpp>
+#include <eddy/tasks/awaitable.hpp>
 #include <eddy/tasks/task.hpp>
 
 namespace eddy {
@@ -97,11 +98,13 @@ Task<std::variant<detail::any_value_t<Ts>...>> when_any(Task<Ts>... tasks) {
     co_return detail::take_winner_at<Variant>(winner, all, std::index_sequence_for<Ts...>{});
 }
 
-/// when_any of Tasks and awaitables that become Tasks (eddy::Timeout), mixed.
+/// when_any of any awaitables (eddy/tasks/awaitable.hpp), Tasks among them: each that is not
+/// a Task runs as one of its own (a coroutine frame). (An operation raced against a sleep is
+/// cheaper: eddy/io/race_sleep.hpp.)
 template <class... As>
-    requires(sizeof...(As) > 0 && (detail::TaskOrIntoTask<As> && ...) && (detail::IntoTask<As> || ...))
+    requires(sizeof...(As) > 0 && (Awaitable<As> && ...) && (detail::NonTaskAwaitable<As> || ...))
 auto when_any(As&&... as) {
-    return when_any(detail::to_task(std::forward<As>(as))...);
+    return when_any(detail::in_place_task(std::forward<As>(as))...);
 }
 
 template <class T>
@@ -121,6 +124,12 @@ Task<std::conditional_t<std::is_void_v<T>, std::size_t, WhenAnyResult<T>>> when_
     } else {
         co_return WhenAnyResult<T>{winner, detail::take_child(tasks[winner])};
     }
+}
+
+/// when_any over any other range of awaitables, moved out of it: as for a vector of Tasks.
+template <detail::AwaitableRange R>
+auto when_any(R&& awaitables) {
+    return when_any(detail::tasks_of(std::forward<R>(awaitables)));
 }
 
 } // namespace eddy

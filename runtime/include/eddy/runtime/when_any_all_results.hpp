@@ -41,6 +41,7 @@
 #include <eddy/runtime/detail/children.hpp>
 #include <eddy/runtime/detail/when_any_state.hpp>
 #include <eddy/runtime/when_any.hpp>
+#include <eddy/tasks/awaitable.hpp>
 #include <eddy/tasks/task.hpp>
 
 namespace eddy {
@@ -92,11 +93,12 @@ Task<WhenAnyAll<Ts...>> when_any_all_results(Task<Ts>... tasks) {
     co_return WhenAnyAll<Ts...>{winner, {detail::returned_value(tasks)...}};
 }
 
-/// when_any_all_results of Tasks and awaitables that become Tasks (eddy::Timeout), mixed.
+/// when_any_all_results of any awaitables (eddy/tasks/awaitable.hpp), Tasks among them:
+/// each that is not a Task runs as one of its own (a coroutine frame).
 template <class... As>
-    requires(sizeof...(As) > 0 && (detail::TaskOrIntoTask<As> && ...) && (detail::IntoTask<As> || ...))
+    requires(sizeof...(As) > 0 && (Awaitable<As> && ...) && (detail::NonTaskAwaitable<As> || ...))
 auto when_any_all_results(As&&... as) {
-    return when_any_all_results(detail::to_task(std::forward<As>(as))...);
+    return when_any_all_results(detail::in_place_task(std::forward<As>(as))...);
 }
 
 template <class T>
@@ -116,6 +118,12 @@ Task<WhenAnyAllVector<T>> when_any_all_results(std::vector<Task<T>> tasks) {
     result.values.reserve(tasks.size());
     for (Task<T>& t : tasks) result.values.push_back(detail::returned_value(t));
     co_return result;
+}
+
+/// when_any_all_results over any other range of awaitables, moved out of it.
+template <detail::AwaitableRange R>
+auto when_any_all_results(R&& awaitables) {
+    return when_any_all_results(detail::tasks_of(std::forward<R>(awaitables)));
 }
 
 } // namespace eddy

@@ -39,6 +39,7 @@
 #include <stop_token>
 #include <utility>
 
+#include <eddy/tasks/awaitable.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
@@ -123,9 +124,10 @@ Task<T> shield(Task<T> task) {
     co_return co_await typename Task<T>::Awaiter(task, &own);
 }
 
-template <detail::IntoTask A>
+/// shield() for any other awaitable (a frame of its own).
+template <detail::NonTaskAwaitable A>
 auto shield(A&& a) {
-    return shield(std::move(a).into_task());
+    return shield(detail::in_place_task(std::forward<A>(a)));
 }
 
 /// Runs `task` under `token` as well as under its awaiter's cancellation: a stop request on
@@ -138,9 +140,10 @@ Task<T> with_stop_token(Task<T> task, std::stop_token token) {
     co_return co_await typename Task<T>::Awaiter(task, both.token());
 }
 
-template <detail::IntoTask A>
+/// with_stop_token() for any other awaitable (a frame of its own).
+template <detail::NonTaskAwaitable A>
 auto with_stop_token(A&& a, std::stop_token token) {
-    return with_stop_token(std::move(a).into_task(), std::move(token));
+    return with_stop_token(detail::in_place_task(std::forward<A>(a)), std::move(token));
 }
 
 } // namespace eddy

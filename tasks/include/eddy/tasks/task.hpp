@@ -122,28 +122,6 @@ inline constexpr bool is_task_v = false;
 template <class T>
 inline constexpr bool is_task_v<Task<T>> = true;
 
-/// An awaitable that becomes a Task on request (eddy::Timeout): `std::move(a).into_task()`.
-/// The functions that take a Task (spawn, when_all, when_any, block_on, shield,
-/// with_stop_token, with_timeout) take such an awaitable too.
-template <class A>
-concept IntoTask = !is_task_v<std::remove_cvref_t<A>> && std::is_rvalue_reference_v<A&&> &&
-                   requires(A&& a) {
-                       { std::move(a).into_task() };
-                   } && is_task_v<decltype(std::declval<A&&>().into_task())>;
-
-/// A Task, or something that becomes one.
-template <class A>
-concept TaskOrIntoTask = is_task_v<std::remove_cvref_t<A>> || IntoTask<A>;
-
-template <class T>
-Task<T> to_task(Task<T>&& t) noexcept {
-    return std::move(t);
-}
-template <IntoTask A>
-auto to_task(A&& a) {
-    return std::move(a).into_task();
-}
-
 template <class T>
 Task<T> Promise<T>::get_return_object() noexcept {
     return Task<T>(std::coroutine_handle<Promise<T>>::from_promise(*this));

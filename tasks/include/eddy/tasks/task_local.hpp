@@ -39,6 +39,7 @@
 
 #include <eddy/tasks/cancellation.hpp>
 #include <eddy/tasks/errors.hpp>
+#include <eddy/tasks/awaitable.hpp>
 #include <eddy/tasks/task.hpp>
 
 namespace eddy {
@@ -119,9 +120,10 @@ public:
         co_return co_await typename Task<R>::Awaiter(task, &own);
     }
 
-    template <detail::IntoTask A>
+    /// The same for any other awaitable (a frame of its own).
+    template <detail::NonTaskAwaitable A>
     auto scope(T value, A&& a) const {
-        return scope(std::move(value), std::move(a).into_task());
+        return scope(std::move(value), detail::in_place_task(std::forward<A>(a)));
     }
 
     class [[nodiscard]] GetAwaiter : public detail::LocalLookup {

@@ -19,6 +19,8 @@
 #include <type_traits>
 #include <utility>
 
+#include <eddy/tasks/awaitable.hpp>
+
 namespace eddy::detail {
 
 template <class A>
@@ -60,15 +62,7 @@ public:
     std::coroutine_handle<> suspend(std::coroutine_handle<P> h) {
         auto& w = awaiter();
         if (w.await_ready()) return h;
-        using R = decltype(w.await_suspend(h));
-        if constexpr (std::is_void_v<R>) {
-            w.await_suspend(h);
-            return std::noop_coroutine();
-        } else if constexpr (std::is_same_v<R, bool>) {
-            return w.await_suspend(h) ? std::coroutine_handle<>(std::noop_coroutine()) : std::coroutine_handle<>(h);
-        } else {
-            return w.await_suspend(h);
-        }
+        return suspend_on(w, h);
     }
 
     decltype(auto) resume() { return awaiter().await_resume(); }

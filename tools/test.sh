@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/test.sh: the README's test command (and CI's). Installs what is missing, then builds
 # and tests eddy three ways, each in its own build directory:
-#   build          g++, release                     unit, headers, examples, stress, install
+#   build          g++, release                     unit, headers, examples, stress, install, docs
 #   build-asan     clang, ASan + UBSan (+LeakSan)   unit, headers, examples, stress, install*
 #   build-tsan     clang, TSan, 4-slot deques       unit, headers, examples, stress, install*
 # Suite 'install' (tests/install/): install/pkg-config (meson install --destdir, then a program
@@ -23,6 +23,9 @@
 # (tools/beside_hog.sh: two busy loops, one per core of the CI machine): a test must hold on
 # a loaded machine, so it counts events rather than timing them, and where time is the point
 # its bound is wide. The second pass costs about four minutes and no build.
+# Suite 'docs' (tests/docs/): every C++ block of README.md, docs/ and benchmarks/README.md
+# compiled, and run where it is a program; only in `build` (-Ddoc_tests=disabled in the
+# sanitizer builds: the blocks call the library the other suites already test there).
 # Ends with one line "tests: N passed, N failed" summing all six runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,12 +75,14 @@ setup build --buildtype=release -Dstress_tests=true
 run "g++ release" build
 
 CC=clang CXX=clang++ setup build-asan --buildtype=debugoptimized -Db_sanitize=address,undefined \
-    -Db_lundef=false -Dstress_tests=true -Dbenchmarks=false -Dframe_pool=false -Dtask_dump=true
+    -Db_lundef=false -Dstress_tests=true -Dbenchmarks=false -Dframe_pool=false -Dtask_dump=true \
+    -Ddoc_tests=disabled
 run "clang ASan+UBSan" build-asan ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
 CC=clang CXX=clang++ setup build-tsan --buildtype=debugoptimized -Db_sanitize=thread \
-    -Db_lundef=false -Dstress_tests=true -Dsmall_queues=true -Dbenchmarks=false -Dtask_dump=true
+    -Db_lundef=false -Dstress_tests=true -Dsmall_queues=true -Dbenchmarks=false -Dtask_dump=true \
+    -Ddoc_tests=disabled
 run "clang TSan" build-tsan TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
 echo "tests: $passed passed, $failed failed"

@@ -1,18 +1,19 @@
-// eddy/fs/file.hpp: fs::File, a file read and written at explicit offsets.
-//
-//     auto f = co_await eddy::fs::File::open("data.bin");                      // O_RDONLY
-//     auto out = co_await eddy::fs::File::open("out.bin", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-//     std::size_t n = co_await f.read_at(buf, offset);     // 0 at end of file
-//     co_await out.write_at(bytes, 0);  co_await out.fsync();  out.close();
-//     std::size_t m = co_await f.read(buf);                // at the file position (a stream)
-//
-// File::read and File::write use the file position, so a File is an io::AsyncStream (a
-// BufReader reads its lines); fs::OpenOptions opens one for appending.
-// A read first tries preadv2(RWF_NOWAIT) on the worker: what the page cache holds is copied
-// at once, without a trip through the reactor. Everything else (a cache miss, opening,
-// writing, fsync) goes through io_uring and never blocks an eddy worker.
-// Errors are std::system_error carrying the errno (ENOENT, EACCES, EISDIR, ...).
-// O_CLOEXEC is always added. The file closes on destruction; close() reports errors.
+//! eddy/fs/file.hpp: fs::File, a file read and written at explicit offsets.
+//!
+//!     auto f = co_await eddy::fs::File::open("data.bin");                      // O_RDONLY
+//!     auto out = co_await eddy::fs::File::open("out.bin", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+//!     std::size_t n = co_await f.read_at(buf, offset);     // 0 at end of file
+//!     co_await out.write_at(bytes, 0);  co_await out.fsync();  out.close();
+//!     std::size_t m = co_await f.read(buf);                // at the file position (a stream)
+//!
+//! File::read and File::write use the file position, so a File is an io::AsyncStream (a
+//! BufReader reads its lines); fs::OpenOptions opens one for appending.
+//! A read first tries preadv2(RWF_NOWAIT) on the worker: what the page cache holds is copied
+//! at once, without a trip through the reactor. Everything else (a cache miss, opening,
+//! writing, fsync) goes through io_uring and never blocks an eddy worker.
+//! Errors are std::system_error carrying the errno (ENOENT, EACCES, EISDIR, ...).
+//! O_CLOEXEC is always added. The file closes on destruction; close() reports errors.
+//! @file
 #pragma once
 
 #include <fcntl.h>

@@ -1,11 +1,12 @@
-// eddy/fs/metadata.hpp: what the file system says about a path or an open file (statx).
-//
-//     auto m = co_await eddy::fs::metadata("/etc/hosts");
-//     if (m.is_file()) use(m.size, m.modified);
-//
-// metadata() follows symbolic links, symlink_metadata() describes the link itself. Both are
-// one IORING_OP_STATX through the reactor: no worker blocks on a slow disk. Errors are
-// std::system_error with the errno and the path (ENOENT, ENOTDIR, EACCES, ...).
+//! eddy/fs/metadata.hpp: what the file system says about a path or an open file (statx).
+//!
+//!     auto m = co_await eddy::fs::metadata("/etc/hosts");
+//!     if (m.is_file()) use(m.size, m.modified);
+//!
+//! metadata() follows symbolic links, symlink_metadata() describes the link itself. Both are
+//! one IORING_OP_STATX through the reactor: no worker blocks on a slow disk. Errors are
+//! std::system_error with the errno and the path (ENOENT, ENOTDIR, EACCES, ...).
+//! @file
 #pragma once
 
 #include <sys/types.h>

@@ -1,15 +1,16 @@
-// eddy/fs/open_options.hpp: fs::OpenOptions, how to open a file, said by name instead of
-// with O_* flags.
-//
-//     auto log = co_await eddy::fs::OpenOptions().append(true).create(true).open("app.log");
-//     auto fresh = co_await eddy::fs::OpenOptions().write(true).create_new(true).open("lock");
-//
-// read/write/append choose the access (append implies write: every write goes to the end);
-// create makes a missing file, create_new insists on making it (EEXIST if it exists),
-// truncate empties it; mode is for a file created (0644, minus the umask). A combination
-// that cannot work (neither read, write nor append; truncate or create without write access)
-// is std::invalid_argument; what the kernel refuses is std::system_error with the errno and
-// the path.
+//! eddy/fs/open_options.hpp: fs::OpenOptions, how to open a file, said by name instead of
+//! with O_* flags.
+//!
+//!     auto log = co_await eddy::fs::OpenOptions().append(true).create(true).open("app.log");
+//!     auto fresh = co_await eddy::fs::OpenOptions().write(true).create_new(true).open("lock");
+//!
+//! read/write/append choose the access (append implies write: every write goes to the end);
+//! create makes a missing file, create_new insists on making it (EEXIST if it exists),
+//! truncate empties it; mode is for a file created (0644, minus the umask). A combination
+//! that cannot work (neither read, write nor append; truncate or create without write access)
+//! is std::invalid_argument; what the kernel refuses is std::system_error with the errno and
+//! the path.
+//! @file
 #pragma once
 
 #include <sys/types.h>

@@ -1,31 +1,32 @@
-// eddy/io/buf_reader.hpp: io::BufReader, a read buffer over any byte stream (TCP, Unix,
-// pipes through io::DescriptorStream, files, TLS), with the line and delimiter searches a
-// protocol parser needs.
-//
-//     eddy::io::BufReader in(socket);                   // 8 KiB buffer, lines up to 64 KiB
-//     std::string line;
-//     while (co_await in.read_line(line)) handle(line);  // "\n" or "\r\n" stripped
-//
-//     auto lines = in.lines();                          // the same, as a loop
-//     while (auto line = co_await lines.next()) handle(*line);
-//
-// # Bounded
-// A line (read_until, read_line, lines) is kept in the buffer until its delimiter arrives, so
-// the buffer grows past its capacity for a long line, but never past max_line: a line longer
-// than that (delimiter included) throws io::LineTooLong, and its first max_line bytes are
-// dropped (the reader then stands inside that line; a server usually answers and closes).
-//
-// # Cancellation
-// An operation cancelled while it waits for the stream (eddy::OperationCancelled) has
-// consumed nothing: what was read meanwhile stays buffered for the next call. (The bytes of
-// a line are handed out only once the whole line is there.) One that the buffer serves
-// without waiting completes even in a cancelled task, as it loses nothing; the next wait
-// throws.
-//
-// # Lifetime and use
-// The reader refers to the stream, which must outlive it; it owns only its buffer. One
-// operation at a time. Writing to the same stream meanwhile is fine (a BufWriter over it).
-// Reads bigger than the buffer go straight to the stream once the buffer is empty.
+//! eddy/io/buf_reader.hpp: io::BufReader, a read buffer over any byte stream (TCP, Unix,
+//! pipes through io::DescriptorStream, files, TLS), with the line and delimiter searches a
+//! protocol parser needs.
+//!
+//!     eddy::io::BufReader in(socket);                   // 8 KiB buffer, lines up to 64 KiB
+//!     std::string line;
+//!     while (co_await in.read_line(line)) handle(line);  // "\n" or "\r\n" stripped
+//!
+//!     auto lines = in.lines();                          // the same, as a loop
+//!     while (auto line = co_await lines.next()) handle(*line);
+//!
+//! # Bounded
+//! A line (read_until, read_line, lines) is kept in the buffer until its delimiter arrives, so
+//! the buffer grows past its capacity for a long line, but never past max_line: a line longer
+//! than that (delimiter included) throws io::LineTooLong, and its first max_line bytes are
+//! dropped (the reader then stands inside that line; a server usually answers and closes).
+//!
+//! # Cancellation
+//! An operation cancelled while it waits for the stream (eddy::OperationCancelled) has
+//! consumed nothing: what was read meanwhile stays buffered for the next call. (The bytes of
+//! a line are handed out only once the whole line is there.) One that the buffer serves
+//! without waiting completes even in a cancelled task, as it loses nothing; the next wait
+//! throws.
+//!
+//! # Lifetime and use
+//! The reader refers to the stream, which must outlive it; it owns only its buffer. One
+//! operation at a time. Writing to the same stream meanwhile is fine (a BufWriter over it).
+//! Reads bigger than the buffer go straight to the stream once the buffer is empty.
+//! @file
 #pragma once
 
 #include <algorithm>

@@ -1,19 +1,20 @@
-// eddy/io/buf_writer.hpp: io::BufWriter, a write buffer over any byte stream: many small
-// writes become one write to the stream when the buffer fills or on flush().
-//
-//     eddy::io::BufWriter out(socket);
-//     co_await out.write_all(header);
-//     co_await out.write_all(body);
-//     co_await out.flush();              // one write for both
-//
-// Nothing reaches the stream before flush() unless the buffer fills: a server answering
-// pipelined requests flushes when no further request is buffered (see examples/http_hello).
-// Data bigger than the buffer goes straight to the stream (after what is buffered).
-// The destructor cannot suspend, so it does not flush: what is still buffered then is
-// dropped. Call flush() before the writer goes (a debug build does not check this).
-//
-// Errors are the stream's. If a flush fails, the bytes stay buffered, but how many of them
-// the peer got is unknown, as with any failed write: a stream that failed is usually closed. One operation at a time; reading the same stream meanwhile is fine.
+//! eddy/io/buf_writer.hpp: io::BufWriter, a write buffer over any byte stream: many small
+//! writes become one write to the stream when the buffer fills or on flush().
+//!
+//!     eddy::io::BufWriter out(socket);
+//!     co_await out.write_all(header);
+//!     co_await out.write_all(body);
+//!     co_await out.flush();              // one write for both
+//!
+//! Nothing reaches the stream before flush() unless the buffer fills: a server answering
+//! pipelined requests flushes when no further request is buffered (see examples/http_hello).
+//! Data bigger than the buffer goes straight to the stream (after what is buffered).
+//! The destructor cannot suspend, so it does not flush: what is still buffered then is
+//! dropped. Call flush() before the writer goes (a debug build does not check this).
+//!
+//! Errors are the stream's. If a flush fails, the bytes stay buffered, but how many of them
+//! the peer got is unknown, as with any failed write: a stream that failed is usually closed. One operation at a time; reading the same stream meanwhile is fine.
+//! @file
 #pragma once
 
 #include <cerrno>

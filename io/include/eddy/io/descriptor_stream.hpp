@@ -1,13 +1,14 @@
-// eddy/io/descriptor_stream.hpp: io::DescriptorStream, a byte stream (eddy/io/stream.hpp)
-// over a descriptor that is not a socket: a pipe end, a FIFO, a character device, a file read
-// or written at its position. It owns the descriptor.
-//
-//     eddy::io::Pipe p = eddy::io::pipe();
-//     eddy::io::DescriptorStream in(std::move(p.read_end));
-//     eddy::io::BufReader lines(in);
-//
-// Reads and writes go through io::read / io::write (eddy/io/read_write.hpp): the same
-// errors (std::system_error with the errno), cancellation and fast paths.
+//! eddy/io/descriptor_stream.hpp: io::DescriptorStream, a byte stream (eddy/io/stream.hpp)
+//! over a descriptor that is not a socket: a pipe end, a FIFO, a character device, a file read
+//! or written at its position. It owns the descriptor.
+//!
+//!     eddy::io::Pipe p = eddy::io::pipe();
+//!     eddy::io::DescriptorStream in(std::move(p.read_end));
+//!     eddy::io::BufReader lines(in);
+//!
+//! Reads and writes go through io::read / io::write (eddy/io/read_write.hpp): the same
+//! errors (std::system_error with the errno), cancellation and fast paths.
+//! @file
 #pragma once
 
 #include <cstddef>

@@ -1,8 +1,9 @@
-// eddy/io/file_descriptor.hpp: io::FileDescriptor, an owned file descriptor.
-//
-// Closes on destruction (errors ignored, as there is no one to tell); close() closes now and
-// reports an error as std::system_error. Move-only. Every socket and file type of eddy
-// holds one.
+//! eddy/io/file_descriptor.hpp: io::FileDescriptor, an owned file descriptor.
+//!
+//! Closes on destruction (errors ignored, as there is no one to tell); close() closes now and
+//! reports an error as std::system_error. Move-only. Every socket and file type of eddy
+//! holds one.
+//! @file
 #pragma once
 
 namespace eddy::io {

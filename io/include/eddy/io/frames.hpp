@@ -1,21 +1,22 @@
-// eddy/io/frames.hpp: length-prefixed frames over any byte stream: a 4-byte big-endian
-// length, then that many bytes of payload.
-//
-//     eddy::io::FrameWriter out(socket);
-//     co_await out.write_frame(payload);
-//     eddy::io::FrameReader in(socket);
-//     std::vector<std::byte> frame;
-//     while (co_await in.read_frame(frame)) handle(frame);
-//
-// A frame above max_frame (16 MiB unless told) is io::FrameTooLong on both sides: the
-// reader has then consumed the header only (the stream stands before the payload, so the
-// connection is usually closed), the writer has written nothing. A stream that ends between
-// frames is the clean end (read_frame gives false); one that ends inside a header or a
-// payload is io::UnexpectedEof (ENODATA). Other errors are the stream's.
-// Both refer to the stream (it must outlive them). Each frame is read and written with the
-// stream's own reads and writes: over a socket, put a BufReader under the FrameReader for
-// many small frames, and a BufWriter under the FrameWriter to send header and payload in
-// one write (and flush it).
+//! eddy/io/frames.hpp: length-prefixed frames over any byte stream: a 4-byte big-endian
+//! length, then that many bytes of payload.
+//!
+//!     eddy::io::FrameWriter out(socket);
+//!     co_await out.write_frame(payload);
+//!     eddy::io::FrameReader in(socket);
+//!     std::vector<std::byte> frame;
+//!     while (co_await in.read_frame(frame)) handle(frame);
+//!
+//! A frame above max_frame (16 MiB unless told) is io::FrameTooLong on both sides: the
+//! reader has then consumed the header only (the stream stands before the payload, so the
+//! connection is usually closed), the writer has written nothing. A stream that ends between
+//! frames is the clean end (read_frame gives false); one that ends inside a header or a
+//! payload is io::UnexpectedEof (ENODATA). Other errors are the stream's.
+//! Both refer to the stream (it must outlive them). Each frame is read and written with the
+//! stream's own reads and writes: over a socket, put a BufReader under the FrameReader for
+//! many small frames, and a BufWriter under the FrameWriter to send header and payload in
+//! one write (and flush it).
+//! @file
 #pragma once
 
 #include <array>

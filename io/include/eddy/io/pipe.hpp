@@ -1,8 +1,9 @@
-// eddy/io/pipe.hpp: io::pipe(), a pipe whose ends close themselves.
-//
-//     auto [rd, wr] = eddy::io::pipe();
-//     co_await eddy::io::write(wr.get(), bytes);
-//     std::size_t n = co_await eddy::io::read(rd.get(), buf);   // 0 once wr is closed
+//! eddy/io/pipe.hpp: io::pipe(), a pipe whose ends close themselves.
+//!
+//!     auto [rd, wr] = eddy::io::pipe();
+//!     co_await eddy::io::write(wr.get(), bytes);
+//!     std::size_t n = co_await eddy::io::read(rd.get(), buf);   // 0 once wr is closed
+//! @file
 #pragma once
 
 #include <eddy/io/file_descriptor.hpp>

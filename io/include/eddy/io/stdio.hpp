@@ -1,14 +1,15 @@
-// eddy/io/stdio.hpp: the process's standard input, output and error as byte streams.
-//
-//     eddy::io::BufReader in(eddy::io::stdin());
-//     std::string line;
-//     while (co_await in.read_line(line)) co_await eddy::io::write_all(eddy::io::stdout(), line + "\n");
-//
-// Each is a StdStream over descriptor 0, 1 or 2, which it does not own (never closed).
-// Reads and writes go through io::read / io::write: a pipe or a file is read and written
-// without blocking a worker; a terminal too (the reactor waits for it). Errors are
-// std::system_error with the errno (EPIPE writing to a closed pipe: no SIGPIPE). Writes do
-// not mix with std::printf's buffered output unless that is flushed first.
+//! eddy/io/stdio.hpp: the process's standard input, output and error as byte streams.
+//!
+//!     eddy::io::BufReader in(eddy::io::stdin());
+//!     std::string line;
+//!     while (co_await in.read_line(line)) co_await eddy::io::write_all(eddy::io::stdout(), line + "\n");
+//!
+//! Each is a StdStream over descriptor 0, 1 or 2, which it does not own (never closed).
+//! Reads and writes go through io::read / io::write: a pipe or a file is read and written
+//! without blocking a worker; a terminal too (the reactor waits for it). Errors are
+//! std::system_error with the errno (EPIPE writing to a closed pipe: no SIGPIPE). Writes do
+//! not mix with std::printf's buffered output unless that is flushed first.
+//! @file
 #pragma once
 
 #include <unistd.h>

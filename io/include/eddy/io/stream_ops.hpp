@@ -1,14 +1,15 @@
-// eddy/io/stream_ops.hpp: the loops every user of a byte stream writes, once, for any stream
-// (eddy/io/stream.hpp):
-//
-//     co_await eddy::io::write_all(stream, bytes);   // until every byte is out
-//     co_await eddy::io::read_exact(stream, buf);    // until buf is full
-//
-// write_all uses the stream's own write_all when it has one (TcpStream's loops inside one
-// awaiter, without a coroutine frame per call); otherwise it calls write() until done.
-// Errors: the stream's; read_exact throws io::UnexpectedEof (ENODATA) when the stream ends
-// first, and write_all a std::system_error with EPIPE when a write takes nothing (a stream
-// that will never take the rest). After an error, how much went through is unknown.
+//! eddy/io/stream_ops.hpp: the loops every user of a byte stream writes, once, for any stream
+//! (eddy/io/stream.hpp):
+//!
+//!     co_await eddy::io::write_all(stream, bytes);   // until every byte is out
+//!     co_await eddy::io::read_exact(stream, buf);    // until buf is full
+//!
+//! write_all uses the stream's own write_all when it has one (TcpStream's loops inside one
+//! awaiter, without a coroutine frame per call); otherwise it calls write() until done.
+//! Errors: the stream's; read_exact throws io::UnexpectedEof (ENODATA) when the stream ends
+//! first, and write_all a std::system_error with EPIPE when a write takes nothing (a stream
+//! that will never take the rest). After an error, how much went through is unknown.
+//! @file
 #pragma once
 
 #include <cerrno>

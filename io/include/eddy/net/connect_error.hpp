@@ -1,8 +1,9 @@
-// eddy/net/connect_error.hpp: net::ConnectError, what TcpStream::connect("host:port") throws
-// when no address of the host accepted: a std::system_error whose code is the last attempt's
-// errno and whose what() lists every address tried with its error, e.g.
-//     eddy::net::TcpStream::connect(localhost:1): no address accepted:
-//     [::1]:1: Connection refused; 127.0.0.1:1: Connection refused
+//! eddy/net/connect_error.hpp: net::ConnectError, what TcpStream::connect("host:port") throws
+//! when no address of the host accepted: a std::system_error whose code is the last attempt's
+//! errno and whose what() lists every address tried with its error, e.g.
+//!     eddy::net::TcpStream::connect(localhost:1): no address accepted:
+//!     [::1]:1: Connection refused; 127.0.0.1:1: Connection refused
+//! @file
 #pragma once
 
 #include <string>

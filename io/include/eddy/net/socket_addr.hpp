@@ -1,8 +1,9 @@
-// eddy/net/socket_addr.hpp: net::SocketAddr, an IPv4 or IPv6 address with a port.
-//
-//     auto a = eddy::net::SocketAddr::loopback_v4(8080);          // 127.0.0.1:8080
-//     auto b = eddy::net::SocketAddr::parse("[::1]:443");
-//     b.port();  b.to_string();  b.is_v6();
+//! eddy/net/socket_addr.hpp: net::SocketAddr, an IPv4 or IPv6 address with a port.
+//!
+//!     auto a = eddy::net::SocketAddr::loopback_v4(8080);          // 127.0.0.1:8080
+//!     auto b = eddy::net::SocketAddr::parse("[::1]:443");
+//!     b.port();  b.to_string();  b.is_v6();
+//! @file
 #pragma once
 
 #include <netinet/in.h>

@@ -1,13 +1,14 @@
-// eddy/net/socket_options.hpp: the socket options a service sets, as values.
-//
-//     s.set_keepalive(eddy::net::Keepalive{.idle = 60s, .interval = 10s, .count = 5});
-//     s.set_linger(std::chrono::seconds(0));          // close() resets the connection
-//     auto l = eddy::net::TcpListener::bind(addr, {.reuse_port = true});   // one per worker
-//
-// Every setter and getter is one setsockopt/getsockopt: std::system_error with the errno
-// when the kernel refuses (EINVAL for a value out of its range). Buffer sizes are what the
-// kernel reports: Linux doubles the value set (for its bookkeeping) and clamps it to
-// net.core.{r,w}mem_max.
+//! eddy/net/socket_options.hpp: the socket options a service sets, as values.
+//!
+//!     s.set_keepalive(eddy::net::Keepalive{.idle = 60s, .interval = 10s, .count = 5});
+//!     s.set_linger(std::chrono::seconds(0));          // close() resets the connection
+//!     auto l = eddy::net::TcpListener::bind(addr, {.reuse_port = true});   // one per worker
+//!
+//! Every setter and getter is one setsockopt/getsockopt: std::system_error with the errno
+//! when the kernel refuses (EINVAL for a value out of its range). Buffer sizes are what the
+//! kernel reports: Linux doubles the value set (for its bookkeeping) and clamps it to
+//! net.core.{r,w}mem_max.
+//! @file
 #pragma once
 
 #include <chrono>

@@ -1,11 +1,12 @@
-// eddy/net/tcp_listener.hpp: net::TcpListener, a listening TCP socket.
-//
-//     auto listener = eddy::net::TcpListener::bind(eddy::net::SocketAddr::loopback_v4(8080));
-//     for (;;) eddy::spawn(serve(co_await listener.accept()));
-//
-// bind() sets SO_REUSEADDR (a restarted server can bind while old connections linger in
-// TIME_WAIT), binds and listens. Port 0 picks a free port: see local_address(). accept()
-// throws std::system_error carrying the errno (EMFILE when out of descriptors, ...).
+//! eddy/net/tcp_listener.hpp: net::TcpListener, a listening TCP socket.
+//!
+//!     auto listener = eddy::net::TcpListener::bind(eddy::net::SocketAddr::loopback_v4(8080));
+//!     for (;;) eddy::spawn(serve(co_await listener.accept()));
+//!
+//! bind() sets SO_REUSEADDR (a restarted server can bind while old connections linger in
+//! TIME_WAIT), binds and listens. Port 0 picks a free port: see local_address(). accept()
+//! throws std::system_error carrying the errno (EMFILE when out of descriptors, ...).
+//! @file
 #pragma once
 
 #include <stop_token>

@@ -1,15 +1,16 @@
-// eddy/net/tcp_stream.hpp: net::TcpStream, a connected TCP socket (IPv4 or IPv6).
-//
-//     auto s = co_await eddy::net::TcpStream::connect(eddy::net::SocketAddr::loopback_v4(port));
-//     co_await s.write_all(request);
-//     std::size_t n = co_await s.read(buf);        // 0: the peer closed its side
-//
-// Every operation suspends only the calling task. Errors are std::system_error carrying the
-// errno (ECONNREFUSED from connect, ECONNRESET from read, EPIPE from write after the peer
-// reset, ...). The socket closes on destruction; close() closes now and reports errors.
-// Buffers passed to read/write must stay valid until the co_await returns. A stop
-// requested on the optional std::stop_token cancels a pending operation: it throws
-// std::errc::operation_canceled once the kernel has let go of the buffer.
+//! eddy/net/tcp_stream.hpp: net::TcpStream, a connected TCP socket (IPv4 or IPv6).
+//!
+//!     auto s = co_await eddy::net::TcpStream::connect(eddy::net::SocketAddr::loopback_v4(port));
+//!     co_await s.write_all(request);
+//!     std::size_t n = co_await s.read(buf);        // 0: the peer closed its side
+//!
+//! Every operation suspends only the calling task. Errors are std::system_error carrying the
+//! errno (ECONNREFUSED from connect, ECONNRESET from read, EPIPE from write after the peer
+//! reset, ...). The socket closes on destruction; close() closes now and reports errors.
+//! Buffers passed to read/write must stay valid until the co_await returns. A stop
+//! requested on the optional std::stop_token cancels a pending operation: it throws
+//! std::errc::operation_canceled once the kernel has let go of the buffer.
+//! @file
 #pragma once
 
 #include <chrono>

@@ -1,13 +1,14 @@
-// eddy/net/udp_socket.hpp: net::UdpSocket, a datagram socket (IPv4 or IPv6).
-//
-//     auto sock = eddy::net::UdpSocket::bind(eddy::net::SocketAddr::loopback_v4(0));
-//     co_await sock.send_to(bytes, peer);
-//     auto got = co_await sock.recv_from(buf);   // got.size, got.from, got.truncated
-//     sock.connect(peer);  co_await sock.send(bytes);  co_await sock.recv(buf);
-//
-// A datagram longer than the buffer is cut to it, and `truncated` says so. Errors are
-// std::system_error carrying the errno (on a connected socket, ECONNREFUSED from a send or
-// receive after the peer's port answered with ICMP "port unreachable").
+//! eddy/net/udp_socket.hpp: net::UdpSocket, a datagram socket (IPv4 or IPv6).
+//!
+//!     auto sock = eddy::net::UdpSocket::bind(eddy::net::SocketAddr::loopback_v4(0));
+//!     co_await sock.send_to(bytes, peer);
+//!     auto got = co_await sock.recv_from(buf);   // got.size, got.from, got.truncated
+//!     sock.connect(peer);  co_await sock.send(bytes);  co_await sock.recv(buf);
+//!
+//! A datagram longer than the buffer is cut to it, and `truncated` says so. Errors are
+//! std::system_error carrying the errno (on a connected socket, ECONNREFUSED from a send or
+//! receive after the peer's port answered with ICMP "port unreachable").
+//! @file
 #pragma once
 
 #include <cstddef>

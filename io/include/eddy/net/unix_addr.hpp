@@ -1,12 +1,13 @@
-// eddy/net/unix_addr.hpp: net::UnixAddr, the address of a Unix domain socket: a path in the
-// file system, a Linux abstract name (no file; gone with its last socket), or unnamed (a
-// socket that was never bound, e.g. a client's).
-//
-//     auto a = eddy::net::UnixAddr::path("/run/sidecar.sock");
-//     auto b = eddy::net::UnixAddr::abstract("sidecar");       // to_string(): "@sidecar"
-//
-// A path or name longer than sockaddr_un can hold (107 bytes for a path, 107 for an abstract
-// name) is std::invalid_argument, as is an empty one or one holding a NUL byte.
+//! eddy/net/unix_addr.hpp: net::UnixAddr, the address of a Unix domain socket: a path in the
+//! file system, a Linux abstract name (no file; gone with its last socket), or unnamed (a
+//! socket that was never bound, e.g. a client's).
+//!
+//!     auto a = eddy::net::UnixAddr::path("/run/sidecar.sock");
+//!     auto b = eddy::net::UnixAddr::abstract("sidecar");       // to_string(): "@sidecar"
+//!
+//! A path or name longer than sockaddr_un can hold (107 bytes for a path, 107 for an abstract
+//! name) is std::invalid_argument, as is an empty one or one holding a NUL byte.
+//! @file
 #pragma once
 
 #include <sys/socket.h>

@@ -1,13 +1,14 @@
-// eddy/net/unix_datagram.hpp: net::UnixDatagram, a Unix domain datagram socket: messages
-// keep their boundaries, and a local peer cannot lose them.
-//
-//     auto sock = eddy::net::UnixDatagram::bind(eddy::net::UnixAddr::abstract("metrics"));
-//     auto got = co_await sock.recv_from(buf);       // got.size, got.from, got.truncated
-//     co_await sock.send_to(bytes, got.from);
-//
-// A datagram longer than the buffer is cut to it, and `truncated` says so. Errors are
-// std::system_error with the errno (ECONNREFUSED or ENOENT sending to nobody, EADDRINUSE
-// binding a path that exists); cancellation as for every socket operation.
+//! eddy/net/unix_datagram.hpp: net::UnixDatagram, a Unix domain datagram socket: messages
+//! keep their boundaries, and a local peer cannot lose them.
+//!
+//!     auto sock = eddy::net::UnixDatagram::bind(eddy::net::UnixAddr::abstract("metrics"));
+//!     auto got = co_await sock.recv_from(buf);       // got.size, got.from, got.truncated
+//!     co_await sock.send_to(bytes, got.from);
+//!
+//! A datagram longer than the buffer is cut to it, and `truncated` says so. Errors are
+//! std::system_error with the errno (ECONNREFUSED or ENOENT sending to nobody, EADDRINUSE
+//! binding a path that exists); cancellation as for every socket operation.
+//! @file
 #pragma once
 
 #include <cstddef>

@@ -1,21 +1,22 @@
-// eddy/net/unix_listener.hpp: net::UnixListener, a Unix domain socket that accepts
-// connections on a path or an abstract name.
-//
-//     auto listener = eddy::net::UnixListener::bind(eddy::net::UnixAddr::path("/run/app.sock"),
-//                                                   {.remove_stale = true});
-//     for (;;) spawn(serve(co_await listener.accept()));
-//
-// # A path that is already there
-// bind(2) on an existing path fails with EADDRINUSE whatever is there, which after a crash is
-// usually a socket file nobody listens on any more. bind() tells the cases apart and says
-// which it is, still as std::system_error with EADDRINUSE:
-//   - "a stale socket nobody listens on": a socket file whose connect is refused. With
-//     {.remove_stale = true} it is removed and the bind goes ahead;
-//   - "a live listener is bound there": never removed (telling it apart costs that listener
-//     one connection, which closes at once: it reads end of stream);
-//   - "exists and is not a socket": never removed.
-// The listener does not remove its path when it closes (the file may be shared across
-// processes; a restart uses remove_stale). Abstract names need none of this.
+//! eddy/net/unix_listener.hpp: net::UnixListener, a Unix domain socket that accepts
+//! connections on a path or an abstract name.
+//!
+//!     auto listener = eddy::net::UnixListener::bind(eddy::net::UnixAddr::path("/run/app.sock"),
+//!                                                   {.remove_stale = true});
+//!     for (;;) spawn(serve(co_await listener.accept()));
+//!
+//! # A path that is already there
+//! bind(2) on an existing path fails with EADDRINUSE whatever is there, which after a crash is
+//! usually a socket file nobody listens on any more. bind() tells the cases apart and says
+//! which it is, still as std::system_error with EADDRINUSE:
+//!   - "a stale socket nobody listens on": a socket file whose connect is refused. With
+//!     {.remove_stale = true} it is removed and the bind goes ahead;
+//!   - "a live listener is bound there": never removed (telling it apart costs that listener
+//!     one connection, which closes at once: it reads end of stream);
+//!   - "exists and is not a socket": never removed.
+//! The listener does not remove its path when it closes (the file may be shared across
+//! processes; a restart uses remove_stale). Abstract names need none of this.
+//! @file
 #pragma once
 
 #include <stop_token>

@@ -1,14 +1,15 @@
-// eddy/net/unix_stream.hpp: net::UnixStream, a connected Unix domain stream socket: a
-// sidecar, a local daemon, the other end of a socketpair.
-//
-//     auto s = co_await eddy::net::UnixStream::connect(eddy::net::UnixAddr::path("/run/app.sock"));
-//     co_await s.write_all(request);
-//     std::size_t n = co_await s.read(buf);          // 0: the peer closed its side
-//     eddy::net::Credentials who = s.peer_credentials();
-//
-// The same readiness path, errors and cancellation as net::TcpStream (eddy/net/tcp_stream.hpp):
-// connect to a path nobody listens on is std::system_error with ECONNREFUSED, to a path that
-// does not exist ENOENT. A UnixStream is an io::AsyncStream.
+//! eddy/net/unix_stream.hpp: net::UnixStream, a connected Unix domain stream socket: a
+//! sidecar, a local daemon, the other end of a socketpair.
+//!
+//!     auto s = co_await eddy::net::UnixStream::connect(eddy::net::UnixAddr::path("/run/app.sock"));
+//!     co_await s.write_all(request);
+//!     std::size_t n = co_await s.read(buf);          // 0: the peer closed its side
+//!     eddy::net::Credentials who = s.peer_credentials();
+//!
+//! The same readiness path, errors and cancellation as net::TcpStream (eddy/net/tcp_stream.hpp):
+//! connect to a path nobody listens on is std::system_error with ECONNREFUSED, to a path that
+//! does not exist ENOENT. A UnixStream is an io::AsyncStream.
+//! @file
 #pragma once
 
 #include <sys/types.h>

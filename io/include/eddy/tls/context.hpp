@@ -1,18 +1,19 @@
-// eddy/tls/context.hpp: tls::Context, the settings shared by the TLS streams of one side of
-// a service (OpenSSL's SSL_CTX: role, trust store, certificate and key, ALPN, versions).
-//
-//     auto client = eddy::tls::Context::client();                 // system CAs, verification on
-//     auto server = eddy::tls::Context::server("cert.pem", "key.pem");
-//     server.set_alpn({"h2", "http/1.1"});
-//
-// A copyable handle: copies share one SSL_CTX (reference-counted), and every Stream keeps the
-// one it was made with alive. Configure it before the first stream uses it; after that it is
-// only read, from any thread. Failures throw tls::Error with errc::setup (OpenSSL's reason
-// in the message: "No such file or directory", "key values mismatch", ...).
-//
-// Defaults: TLS 1.2 at least (OpenSSL's own cipher choice); a client verifies the server's
-// certificate against the system's trust store (and the name given to connect()); a server
-// asks for no client certificate.
+//! eddy/tls/context.hpp: tls::Context, the settings shared by the TLS streams of one side of
+//! a service (OpenSSL's SSL_CTX: role, trust store, certificate and key, ALPN, versions).
+//!
+//!     auto client = eddy::tls::Context::client();                 // system CAs, verification on
+//!     auto server = eddy::tls::Context::server("cert.pem", "key.pem");
+//!     server.set_alpn({"h2", "http/1.1"});
+//!
+//! A copyable handle: copies share one SSL_CTX (reference-counted), and every Stream keeps the
+//! one it was made with alive. Configure it before the first stream uses it; after that it is
+//! only read, from any thread. Failures throw tls::Error with errc::setup (OpenSSL's reason
+//! in the message: "No such file or directory", "key values mismatch", ...).
+//!
+//! Defaults: TLS 1.2 at least (OpenSSL's own cipher choice); a client verifies the server's
+//! certificate against the system's trust store (and the name given to connect()); a server
+//! asks for no client certificate.
+//! @file
 #pragma once
 
 #include <memory>

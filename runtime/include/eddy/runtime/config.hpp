@@ -1,25 +1,26 @@
-// eddy/runtime/config.hpp: RuntimeConfig, how a Runtime is sized and wired.
-//
-// Every field has a default and an environment variable that RuntimeConfig::from_env() reads.
-// The Runtime constructor validates the fields: a value out of range throws
-// std::invalid_argument naming the field and the accepted range. from_env() throws the same
-// naming the variable, the rejected value and the accepted range.
-//
-// Precedence, in one sentence: the program's values win, and the environment is read in one
-// place only, RuntimeConfig::from_env(base), which applies the EDDY_* variables that are set
-// over `base`, so a Runtime built without from_env() reads no environment at all (Tokio: a
-// value given to the runtime Builder wins over TOKIO_WORKER_THREADS; Tokio does read that
-// variable when the Builder is given no worker count, eddy reads nothing unless asked).
-// A program that calls from_env() lets the operator override it; a value it sets on the
-// result afterwards wins again (a command-line flag over the environment):
-//
-//     eddy::Runtime rt;                                                    // defaults; no EDDY_* read
-//     eddy::Runtime rt(eddy::RuntimeConfig{.workers = 1});                 // 1, whatever EDDY_WORKERS says
-//     eddy::Runtime rt(eddy::RuntimeConfig::from_env());                  // defaults + EDDY_*
-//     eddy::Runtime rt(eddy::RuntimeConfig::from_env({.workers = 2, .thread_name_prefix = "svc"}));
-//                                                                          // EDDY_WORKERS, when set, over 2
-//     auto c = eddy::RuntimeConfig::from_env();
-//     if (flag) c.workers = *flag;                                         // --workers over EDDY_WORKERS
+//! eddy/runtime/config.hpp: RuntimeConfig, how a Runtime is sized and wired.
+//!
+//! Every field has a default and an environment variable that RuntimeConfig::from_env() reads.
+//! The Runtime constructor validates the fields: a value out of range throws
+//! std::invalid_argument naming the field and the accepted range. from_env() throws the same
+//! naming the variable, the rejected value and the accepted range.
+//!
+//! Precedence, in one sentence: the program's values win, and the environment is read in one
+//! place only, RuntimeConfig::from_env(base), which applies the EDDY_* variables that are set
+//! over `base`, so a Runtime built without from_env() reads no environment at all (Tokio: a
+//! value given to the runtime Builder wins over TOKIO_WORKER_THREADS; Tokio does read that
+//! variable when the Builder is given no worker count, eddy reads nothing unless asked).
+//! A program that calls from_env() lets the operator override it; a value it sets on the
+//! result afterwards wins again (a command-line flag over the environment):
+//!
+//!     eddy::Runtime rt;                                                    // defaults; no EDDY_* read
+//!     eddy::Runtime rt(eddy::RuntimeConfig{.workers = 1});                 // 1, whatever EDDY_WORKERS says
+//!     eddy::Runtime rt(eddy::RuntimeConfig::from_env());                  // defaults + EDDY_*
+//!     eddy::Runtime rt(eddy::RuntimeConfig::from_env({.workers = 2, .thread_name_prefix = "svc"}));
+//!                                                                          // EDDY_WORKERS, when set, over 2
+//!     auto c = eddy::RuntimeConfig::from_env();
+//!     if (flag) c.workers = *flag;                                         // --workers over EDDY_WORKERS
+//! @file
 #pragma once
 
 #include <chrono>

@@ -1,19 +1,20 @@
-// eddy/runtime/event.hpp: Event, a flag that is set once and wakes every task awaiting it.
-//
-//     eddy::Event ready;
-//     ... co_await ready;       // in any number of tasks: suspends until set (or returns)
-//     ... ready.set();         // from any thread, task or not; later sets do nothing
-//
-// Waking never resumes a waiter inline inside set(): each waiter is queued on a worker of
-// the runtime it awaited from (the setter's own worker when that is the same runtime), in
-// the order they started waiting. The Event must outlive its waiters.
-//
-// Who may call what: set() and is_set() from any thread; `co_await event` only from a task
-// on a runtime worker (eddy::WrongThread otherwise).
-//
-// Cancellation (eddy/tasks/cancellation.hpp): a waiting task whose cancellation is requested
-// resumes with eddy::OperationCancelled, unless set() queued it first (then it resumes
-// normally); awaiting with a stopped token throws at once, even if the event is set.
+//! eddy/runtime/event.hpp: Event, a flag that is set once and wakes every task awaiting it.
+//!
+//!     eddy::Event ready;
+//!     ... co_await ready;       // in any number of tasks: suspends until set (or returns)
+//!     ... ready.set();         // from any thread, task or not; later sets do nothing
+//!
+//! Waking never resumes a waiter inline inside set(): each waiter is queued on a worker of
+//! the runtime it awaited from (the setter's own worker when that is the same runtime), in
+//! the order they started waiting. The Event must outlive its waiters.
+//!
+//! Who may call what: set() and is_set() from any thread; `co_await event` only from a task
+//! on a runtime worker (eddy::WrongThread otherwise).
+//!
+//! Cancellation (eddy/tasks/cancellation.hpp): a waiting task whose cancellation is requested
+//! resumes with eddy::OperationCancelled, unless set() queued it first (then it resumes
+//! normally); awaiting with a stopped token throws at once, even if the event is set.
+//! @file
 #pragma once
 
 #include <atomic>

@@ -1,17 +1,18 @@
-// eddy/runtime/histogram.hpp: DurationHistogram, a distribution of durations with a fixed
-// relative precision, as RuntimeMetrics reports it (the scheduling delay, metrics.hpp).
-//
-//     const eddy::DurationHistogram d = rt.metrics().scheduling_delay();
-//     std::printf("p99 %lld us, max %lld us over %llu wake-ups\n",
-//                 (long long)(d.percentile(0.99).count() / 1000),
-//                 (long long)(d.max().count() / 1000), (unsigned long long)d.count());
-//
-// Buckets are log-linear, as in HdrHistogram: below 16 ns one per nanosecond, above it
-// eight per power of two, so a bucket's width is at most 1/8 of its lower bound and a
-// percentile read from it is within 12.5 % of the true value (it reports the bucket's
-// highest value, never more than max()). The last bucket holds everything from about half
-// an hour up. count(), sum() and max() are exact. Histograms of the same kind add up
-// (operator+=): a runtime's is the sum of its workers'.
+//! eddy/runtime/histogram.hpp: DurationHistogram, a distribution of durations with a fixed
+//! relative precision, as RuntimeMetrics reports it (the scheduling delay, metrics.hpp).
+//!
+//!     const eddy::DurationHistogram d = rt.metrics().scheduling_delay();
+//!     std::printf("p99 %lld us, max %lld us over %llu wake-ups\n",
+//!                 (long long)(d.percentile(0.99).count() / 1000),
+//!                 (long long)(d.max().count() / 1000), (unsigned long long)d.count());
+//!
+//! Buckets are log-linear, as in HdrHistogram: below 16 ns one per nanosecond, above it
+//! eight per power of two, so a bucket's width is at most 1/8 of its lower bound and a
+//! percentile read from it is within 12.5 % of the true value (it reports the bucket's
+//! highest value, never more than max()). The last bucket holds everything from about half
+//! an hour up. count(), sum() and max() are exact. Histograms of the same kind add up
+//! (operator+=): a runtime's is the sum of its workers'.
+//! @file
 #pragma once
 
 #include <array>

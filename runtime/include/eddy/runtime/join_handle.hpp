@@ -1,29 +1,30 @@
-// eddy/runtime/join_handle.hpp: JoinHandle<T>, the owner's view of a spawned task.
-//
-// `co_await std::move(handle)` (or `co_await handle`) suspends until the task finishes, then
-// gives its result or rethrows its exception; awaiting consumes the handle. Within one
-// runtime the awaiter resumes on the worker that finished the task (a symmetric transfer).
-// A task of another runtime may await it too: it resumes on its own runtime, and either
-// runtime may shut down or be destroyed meanwhile (the joiner then gets RuntimeStopped if
-// the task was destroyed unfinished, or is destroyed with its own runtime; see "Joins
-// across runtimes" in eddy/tasks/detail/frame_header.hpp). `is_finished()` never blocks.
-//
-// Dropping the handle (or `detach()`) detaches the task: it still runs to completion, and an
-// exception escaping it goes to the runtime's `on_unhandled_exception` hook. A finished task
-// whose handle is dropped without being awaited reports its exception the same way, so an
-// exception is never lost silently.
-//
-// Aborting (eddy/runtime/abort_handle.hpp): `abort()` and `abort_handle()` work on the
-// handle of a task spawned abortable (eddy::spawn_abortable, Runtime::spawn_abortable,
-// JoinSet); awaiting an aborted task throws eddy::TaskAborted. On any other handle they
-// throw eddy::NotAbortable; `abortable()` tells which.
-//
-// Errors: awaiting an empty handle (default-constructed, moved-from, already awaited) throws
-// eddy::BrokenTask; awaiting off a worker thread throws eddy::WrongThread; a task destroyed
-// by shutdown before it finished makes the await throw eddy::RuntimeStopped.
-//
-// A JoinHandle may outlive its Runtime (awaiting it then throws RuntimeStopped if the task
-// never finished), but must not be dropped concurrently with the Runtime's destruction.
+//! eddy/runtime/join_handle.hpp: JoinHandle<T>, the owner's view of a spawned task.
+//!
+//! `co_await std::move(handle)` (or `co_await handle`) suspends until the task finishes, then
+//! gives its result or rethrows its exception; awaiting consumes the handle. Within one
+//! runtime the awaiter resumes on the worker that finished the task (a symmetric transfer).
+//! A task of another runtime may await it too: it resumes on its own runtime, and either
+//! runtime may shut down or be destroyed meanwhile (the joiner then gets RuntimeStopped if
+//! the task was destroyed unfinished, or is destroyed with its own runtime; see "Joins
+//! across runtimes" in eddy/tasks/detail/frame_header.hpp). `is_finished()` never blocks.
+//!
+//! Dropping the handle (or `detach()`) detaches the task: it still runs to completion, and an
+//! exception escaping it goes to the runtime's `on_unhandled_exception` hook. A finished task
+//! whose handle is dropped without being awaited reports its exception the same way, so an
+//! exception is never lost silently.
+//!
+//! Aborting (eddy/runtime/abort_handle.hpp): `abort()` and `abort_handle()` work on the
+//! handle of a task spawned abortable (eddy::spawn_abortable, Runtime::spawn_abortable,
+//! JoinSet); awaiting an aborted task throws eddy::TaskAborted. On any other handle they
+//! throw eddy::NotAbortable; `abortable()` tells which.
+//!
+//! Errors: awaiting an empty handle (default-constructed, moved-from, already awaited) throws
+//! eddy::BrokenTask; awaiting off a worker thread throws eddy::WrongThread; a task destroyed
+//! by shutdown before it finished makes the await throw eddy::RuntimeStopped.
+//!
+//! A JoinHandle may outlive its Runtime (awaiting it then throws RuntimeStopped if the task
+//! never finished), but must not be dropped concurrently with the Runtime's destruction.
+//! @file
 #pragma once
 
 #include <coroutine>

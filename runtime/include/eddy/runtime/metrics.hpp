@@ -1,19 +1,20 @@
-// eddy/runtime/metrics.hpp: RuntimeMetrics, a snapshot of what a Runtime has been doing.
-//
-//     eddy::RuntimeMetrics m = rt.metrics();   // any thread, any time, cheap
-//     std::printf("%s", m.to_string().c_str());
-//
-// Counters (monotonic since the Runtime started) and gauges (a value at the moment of the
-// snapshot). Each is written by one thread only (its worker, or the reactor thread) with a
-// relaxed store and read here with a relaxed load: counting costs an add on the hot path, no
-// atomic read-modify-write and no shared cache line, and a snapshot is not taken atomically
-// as a whole: figures of different threads may be a few operations apart. Once the runtime is
-// quiescent (every spawned task finished, nothing queued), they add up exactly:
-//     tasks_spawned == tasks_completed + tasks_alive      (and tasks_alive == 0)
-//     sum of tasks_stolen over workers == tasks the other workers lost to steals
-// "Tasks" in the spawn figures are root tasks (eddy::spawn, Runtime::spawn, block_on);
-// tasks_polled counts every resumption of every frame (awaited children, when_all/when_any
-// children and TaskGroup members included).
+//! eddy/runtime/metrics.hpp: RuntimeMetrics, a snapshot of what a Runtime has been doing.
+//!
+//!     eddy::RuntimeMetrics m = rt.metrics();   // any thread, any time, cheap
+//!     std::printf("%s", m.to_string().c_str());
+//!
+//! Counters (monotonic since the Runtime started) and gauges (a value at the moment of the
+//! snapshot). Each is written by one thread only (its worker, or the reactor thread) with a
+//! relaxed store and read here with a relaxed load: counting costs an add on the hot path, no
+//! atomic read-modify-write and no shared cache line, and a snapshot is not taken atomically
+//! as a whole: figures of different threads may be a few operations apart. Once the runtime is
+//! quiescent (every spawned task finished, nothing queued), they add up exactly:
+//!     tasks_spawned == tasks_completed + tasks_alive      (and tasks_alive == 0)
+//!     sum of tasks_stolen over workers == tasks the other workers lost to steals
+//! "Tasks" in the spawn figures are root tasks (eddy::spawn, Runtime::spawn, block_on);
+//! tasks_polled counts every resumption of every frame (awaited children, when_all/when_any
+//! children and TaskGroup members included).
+//! @file
 #pragma once
 
 #include <cstddef>

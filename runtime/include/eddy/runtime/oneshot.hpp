@@ -1,27 +1,28 @@
-// eddy/runtime/oneshot.hpp: oneshot::channel<T>, a single value passed once from a Sender to
-// a Receiver (Tokio's oneshot).
-//
-//     auto [tx, rx] = eddy::oneshot::channel<int>();
-//     eddy::spawn(produce(std::move(tx)));   // ... tx.send(42);  from any thread
-//     int v = co_await rx;                   // suspends until the value (or the sender's end)
-//
-// Semantics:
-//   * Sender::send(v) never suspends. It may be called once: it consumes the sender's end, so
-//     a second send (or a send on a moved-from Sender) throws eddy::ChannelClosed, as does a
-//     send whose Receiver was dropped (the value is then dropped too).
-//   * `co_await rx` returns the value; it throws eddy::ChannelClosed if the Sender was
-//     dropped without sending (or the value was already received).
-//   * The receiving task is queued on a worker of the runtime it awaited from (the sender's
-//     own worker when that is the same runtime), never resumed inline inside send.
-//   * Both ends share one reference-counted state; either may be dropped first, on any thread.
-//
-// Who may call what: send and the destructors from any thread; `co_await rx` only from a
-// task on a runtime worker (eddy::WrongThread otherwise), one task at a time.
-//
-// Cancellation (eddy/tasks/cancellation.hpp): a receive cancelled while waiting resumes with
-// eddy::OperationCancelled and takes nothing: a value sent later stays in the channel for the
-// next `co_await rx`. If the value arrived first, the receive returns it. Awaiting with a
-// stopped token throws at once, even if the value is there.
+//! eddy/runtime/oneshot.hpp: oneshot::channel<T>, a single value passed once from a Sender to
+//! a Receiver (Tokio's oneshot).
+//!
+//!     auto [tx, rx] = eddy::oneshot::channel<int>();
+//!     eddy::spawn(produce(std::move(tx)));   // ... tx.send(42);  from any thread
+//!     int v = co_await rx;                   // suspends until the value (or the sender's end)
+//!
+//! Semantics:
+//!   * Sender::send(v) never suspends. It may be called once: it consumes the sender's end, so
+//!     a second send (or a send on a moved-from Sender) throws eddy::ChannelClosed, as does a
+//!     send whose Receiver was dropped (the value is then dropped too).
+//!   * `co_await rx` returns the value; it throws eddy::ChannelClosed if the Sender was
+//!     dropped without sending (or the value was already received).
+//!   * The receiving task is queued on a worker of the runtime it awaited from (the sender's
+//!     own worker when that is the same runtime), never resumed inline inside send.
+//!   * Both ends share one reference-counted state; either may be dropped first, on any thread.
+//!
+//! Who may call what: send and the destructors from any thread; `co_await rx` only from a
+//! task on a runtime worker (eddy::WrongThread otherwise), one task at a time.
+//!
+//! Cancellation (eddy/tasks/cancellation.hpp): a receive cancelled while waiting resumes with
+//! eddy::OperationCancelled and takes nothing: a value sent later stays in the channel for the
+//! next `co_await rx`. If the value arrived first, the receive returns it. Awaiting with a
+//! stopped token throws at once, even if the value is there.
+//! @file
 #pragma once
 
 #include <atomic>

@@ -1,34 +1,35 @@
-// eddy/runtime/task_dump.hpp: the live tree of a runtime's tasks, for people and tools.
-//
-//     std::cout << rt.dump().to_text();                         // any thread but a worker
-//     std::cout << (co_await eddy::dump_tasks()).to_json();     // from a task
-//
-// Roots are the spawned tasks (and block_on's); under each, the tasks it runs and waits for:
-// an awaited Task, the children of when_all / when_any / when_any_all_results, a TaskGroup's
-// members, with_timeout's task. Each task shows its name (spawn(task, "name"),
-// group.spawn(task, "name")), its state, the co_await it is suspended at (file:line), what it
-// waits on ("read fd 7", "sleep, 118 ms left", "Mutex 0x...", "join task #4"), how long it
-// has waited (milliseconds, from a coarse clock), and whether it is cancelled.
-//
-// How: the dump pauses every worker between two polls (each acknowledges and waits; parked
-// workers are woken to do so), walks the registry of spawned tasks and the records every
-// co_await keeps in its frame (eddy/tasks/detail/await_trace.hpp), then lets the workers go.
-// The I/O reactor and the blocking threads keep running: the dump reads only what a waiting
-// task's awaiter set before it suspended.
-// A worker that runs one task for long without it suspending cannot stop: after `patience`
-// (1 s by default) the dump gives up on it and is partial (`complete` false): the workers it
-// names in `busy_workers` were running, and it lists the root tasks by name and kind only
-// (state "unknown"), which is what can be read while tasks run.
-// "runnable": the task is queued (on a worker, "worker" set, or in the global queue) or was
-// about to run on a worker when it stopped; it shows the wait it was woken from.
-//
-// The records are built in with the meson option task_dump (-Dtask_dump=true), off by
-// default for what they cost (README, "Task dumps"). Without them a dump lists the root tasks
-// with their names, kinds and states, but not their waits, sites or children.
-//
-// Errors: Runtime::dump() throws eddy::WrongThread on a worker thread (a running task's own
-// record is stale: use `co_await eddy::dump_tasks()`, which keeps the calling task suspended
-// while it dumps) and eddy::RuntimeStopped once the runtime is shutting down.
+//! eddy/runtime/task_dump.hpp: the live tree of a runtime's tasks, for people and tools.
+//!
+//!     std::cout << rt.dump().to_text();                         // any thread but a worker
+//!     std::cout << (co_await eddy::dump_tasks()).to_json();     // from a task
+//!
+//! Roots are the spawned tasks (and block_on's); under each, the tasks it runs and waits for:
+//! an awaited Task, the children of when_all / when_any / when_any_all_results, a TaskGroup's
+//! members, with_timeout's task. Each task shows its name (spawn(task, "name"),
+//! group.spawn(task, "name")), its state, the co_await it is suspended at (file:line), what it
+//! waits on ("read fd 7", "sleep, 118 ms left", "Mutex 0x...", "join task #4"), how long it
+//! has waited (milliseconds, from a coarse clock), and whether it is cancelled.
+//!
+//! How: the dump pauses every worker between two polls (each acknowledges and waits; parked
+//! workers are woken to do so), walks the registry of spawned tasks and the records every
+//! co_await keeps in its frame (eddy/tasks/detail/await_trace.hpp), then lets the workers go.
+//! The I/O reactor and the blocking threads keep running: the dump reads only what a waiting
+//! task's awaiter set before it suspended.
+//! A worker that runs one task for long without it suspending cannot stop: after `patience`
+//! (1 s by default) the dump gives up on it and is partial (`complete` false): the workers it
+//! names in `busy_workers` were running, and it lists the root tasks by name and kind only
+//! (state "unknown"), which is what can be read while tasks run.
+//! "runnable": the task is queued (on a worker, "worker" set, or in the global queue) or was
+//! about to run on a worker when it stopped; it shows the wait it was woken from.
+//!
+//! The records are built in with the meson option task_dump (-Dtask_dump=true), off by
+//! default for what they cost (README, "Task dumps"). Without them a dump lists the root tasks
+//! with their names, kinds and states, but not their waits, sites or children.
+//!
+//! Errors: Runtime::dump() throws eddy::WrongThread on a worker thread (a running task's own
+//! record is stale: use `co_await eddy::dump_tasks()`, which keeps the calling task suspended
+//! while it dumps) and eddy::RuntimeStopped once the runtime is shutting down.
+//! @file
 #pragma once
 
 #include <chrono>

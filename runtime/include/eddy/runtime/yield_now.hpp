@@ -1,4 +1,5 @@
-// eddy/runtime/yield_now.hpp: eddy::yield_now, letting the other runnable tasks go first.
+//! eddy/runtime/yield_now.hpp: eddy::yield_now, letting the other runnable tasks go first.
+//! @file
 #pragma once
 
 #include <coroutine>

@@ -45,31 +45,33 @@
 
 namespace eddy {
 
+/// A snapshot of a runtime's tasks as a tree: Runtime::dump(), or `co_await eddy::dump_tasks()`.
 struct TaskDump {
+    /// One task of the tree.
     struct Task {
-        std::uint64_t id = 0;  // this dump's numbering (walk order), for "join task #id"
-        std::string name;      // empty: unnamed
+        std::uint64_t id = 0;  ///< this dump's numbering (walk order), for "join task #id"
+        std::string name;      ///< empty: unnamed
         /// "spawned", "block_on" (roots), "child" (everything under a root).
         std::string kind;
         /// "suspended", "runnable", "not started", "finished" (a combinator's child its parent
         /// has not collected yet), "unknown" (a partial dump); the dumping task is "suspended"
         /// in "dumping tasks".
         std::string state;
-        std::string waits_on;  // what a suspended task waits on
-        std::string site;      // "file:line" of the co_await it is suspended at
-        std::optional<std::chrono::milliseconds> waited;  // since it suspended
-        std::optional<std::size_t> worker;                // runnable: whose queue holds it
-        bool cancelled = false;
-        std::vector<Task> children;
+        std::string waits_on;  ///< what a suspended task waits on
+        std::string site;      ///< "file:line" of the co_await it is suspended at
+        std::optional<std::chrono::milliseconds> waited;  ///< since it suspended
+        std::optional<std::size_t> worker;                ///< runnable: whose queue holds it
+        bool cancelled = false;  ///< it was cancelled (its stop was requested) and has not finished
+        std::vector<Task> children;  ///< the tasks it runs and waits for (awaited tasks, combinators' children, group members)
     };
 
-    std::size_t workers = 0;
-    std::size_t tasks = 0;  // every node of the tree
-    std::vector<Task> roots;
+    std::size_t workers = 0;  ///< the runtime's worker count
+    std::size_t tasks = 0;  ///< every node of the tree
+    std::vector<Task> roots;  ///< the spawned tasks and block_on's, each the top of a tree
     /// False when some workers did not stop within the patience (they are in busy_workers):
     /// then `roots` holds the root tasks' names and kinds only.
     bool complete = true;
-    std::vector<std::size_t> busy_workers;
+    std::vector<std::size_t> busy_workers;  ///< the workers that did not stop in time (when `complete` is false)
 
     /// An indented tree, one task per line.
     std::string to_text() const;
@@ -89,6 +91,7 @@ TaskDump dump_scheduler(Scheduler& sched, bool from_worker, std::chrono::nanosec
 /// (which appears in it as "dumping tasks"). WrongThread off a worker.
 class [[nodiscard]] DumpTasks {
 public:
+    /// What dump_tasks() returns; dumps once awaited.
     explicit DumpTasks(std::chrono::nanoseconds patience = kDumpPatience) noexcept : patience_(patience) {}
     bool await_ready() const noexcept { return false; }
     bool await_suspend(std::coroutine_handle<>) {
@@ -106,6 +109,9 @@ private:
     TaskDump dump_;
 };
 
+/// `co_await eddy::dump_tasks()`: the dump of the runtime running the calling task, taken
+/// while that task stays suspended ("dumping tasks"). Waits up to `patience` for each
+/// worker to stop between two polls, then gives a partial dump. WrongThread off a worker.
 inline DumpTasks dump_tasks(std::chrono::nanoseconds patience = kDumpPatience) noexcept { return DumpTasks(patience); }
 
 } // namespace eddy

@@ -105,10 +105,13 @@ inline AbortState* abort_state_of(FrameHeader* h) noexcept {
 class AbortHandle {
 public:
     AbortHandle() noexcept = default;
+    /// Copies share the task: any of them can abort it.
     AbortHandle(const AbortHandle& o) noexcept : state_(o.state_) {
         if (state_ != nullptr) state_->retain();
     }
+    /// Moves the handle; `o` is left empty.
     AbortHandle(AbortHandle&& o) noexcept : state_(std::exchange(o.state_, nullptr)) {}
+    /// Lets go of this handle's task and takes `o`'s.
     AbortHandle& operator=(AbortHandle o) noexcept {
         std::swap(state_, o.state_);
         return *this;
@@ -123,6 +126,7 @@ public:
     }
     /// True when abort() reached the task before it finished.
     bool aborted() const noexcept { return state_ != nullptr && state_->aborted(); }
+    /// False for a default-constructed or moved-from handle (whose abort() does nothing).
     bool valid() const noexcept { return state_ != nullptr; }
 
 private:

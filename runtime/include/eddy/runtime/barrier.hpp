@@ -49,6 +49,8 @@ private:
     bool leader_;
 };
 
+/// A reusable rendezvous of a fixed number of tasks: each generation completes when that
+/// many have arrived (see the file comment).
 class Barrier {
 public:
     /// `parties` tasks complete a generation. Throws std::invalid_argument when it is 0.
@@ -56,11 +58,13 @@ public:
     Barrier(const Barrier&) = delete;
     Barrier& operator=(const Barrier&) = delete;
 
+    /// What arrive_and_wait() returns; `co_await` it for the BarrierResult.
     class [[nodiscard]] Awaiter : public detail::WaitAwaiter<Awaiter> {
     public:
         static constexpr const char* kWhat = "co_await on eddy::Barrier::arrive_and_wait()";
         static constexpr const char* kCancelled = "eddy::Barrier::arrive_and_wait: the wait was cancelled";
 
+        /// Made by arrive_and_wait().
         explicit Awaiter(Barrier& b) noexcept : WaitAwaiter(b.waiters_), barrier_(b) {}
         Awaiter(Awaiter&&) = delete;
         /// Lock held: arrives. The waiters are this generation's other arrivals, so this one

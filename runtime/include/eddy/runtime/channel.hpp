@@ -51,10 +51,13 @@
 namespace eddy {
 
 template <class T>
+/// A bounded multi-producer multi-consumer FIFO queue of T between tasks: senders wait
+/// while it is full, receivers while it is empty (see the file comment).
 class Channel {
     static_assert(std::is_move_constructible_v<T>, "eddy::Channel<T>: T must be move-constructible");
 
 public:
+    /// A channel that buffers up to `capacity` values; std::invalid_argument if it is 0.
     explicit Channel(std::size_t capacity) : capacity_(checked(capacity)), slots_(new Slot[capacity_]) {}
     Channel(const Channel&) = delete;
     Channel& operator=(const Channel&) = delete;
@@ -62,11 +65,13 @@ public:
         while (count_ != 0) pop_locked();
     }
 
+    /// What send() returns; `co_await` it (it delivers nothing otherwise).
     class [[nodiscard]] SendAwaiter : public detail::WaitAwaiter<SendAwaiter> {
     public:
         static constexpr const char* kWhat = "co_await on eddy::Channel::send()";
         static constexpr const char* kCancelled = "eddy::Channel::send: the wait was cancelled";
 
+        /// Made by send(); holds `value` until a receiver or a slot takes it.
         SendAwaiter(Channel& ch, T value) noexcept(std::is_nothrow_move_constructible_v<T>)
             : detail::WaitAwaiter<SendAwaiter>(ch.senders_), ch_(ch), value_(std::move(value)) {}
         SendAwaiter(const SendAwaiter&) = delete;
@@ -93,11 +98,13 @@ public:
         bool closed_ = false;  // set under the lock, before the grant
     };
 
+    /// What receive() returns; `co_await` it.
     class [[nodiscard]] ReceiveAwaiter : public detail::WaitAwaiter<ReceiveAwaiter> {
     public:
         static constexpr const char* kWhat = "co_await on eddy::Channel::receive()";
         static constexpr const char* kCancelled = "eddy::Channel::receive: the wait was cancelled";
 
+        /// Made by receive().
         explicit ReceiveAwaiter(Channel& ch) noexcept : detail::WaitAwaiter<ReceiveAwaiter>(ch.receivers_), ch_(ch) {}
         ReceiveAwaiter(const ReceiveAwaiter&) = delete;
         ReceiveAwaiter& operator=(const ReceiveAwaiter&) = delete;
@@ -179,6 +186,7 @@ public:
         wakes.wake_all();
     }
 
+    /// True once close() was called (values may still be buffered).
     bool is_closed() const noexcept {
         std::lock_guard guard(lock_);
         return closed_;
@@ -188,6 +196,7 @@ public:
         std::lock_guard guard(lock_);
         return count_;
     }
+    /// The capacity it was made with.
     std::size_t capacity() const noexcept { return capacity_; }
 
 private:

@@ -25,12 +25,14 @@
 
 namespace eddy {
 
+/// A flag that is set once and wakes every task awaiting it (see the file comment).
 class Event {
 public:
     Event() noexcept = default;
     Event(const Event&) = delete;
     Event& operator=(const Event&) = delete;
 
+    /// True once set() was called. Any thread.
     bool is_set() const noexcept {
         // Acquire: pairs with the release store in set(), so what the setter did is visible.
         return set_.load(std::memory_order_acquire);
@@ -48,11 +50,13 @@ public:
         wakes.wake_all();
     }
 
+    /// What `co_await event` awaits.
     class [[nodiscard]] Awaiter : public detail::WaitAwaiter<Awaiter> {
     public:
         static constexpr const char* kWhat = "co_await on an eddy::Event";
         static constexpr const char* kCancelled = "eddy::Event: the wait was cancelled";
 
+        /// Made by operator co_await.
         explicit Awaiter(Event& e) noexcept : WaitAwaiter(e.waiters_) {}
         /// Lock held. The event is the queue's owner (no pointer of our own: a waiting task's
         /// frame holds this awaiter, and every byte counts a million times).
@@ -61,6 +65,7 @@ public:
         }
         void await_resume() const { throw_if_cancelled(); }
     };
+    /// `co_await event`: returns once the event is set (at once if it is).
     Awaiter operator co_await() noexcept { return Awaiter(*this); }
 
 private:

@@ -43,10 +43,14 @@ namespace eddy {
 class Runtime;
 
 template <class T>
+/// The owner's view of a spawned task (eddy::spawn, Runtime::spawn): await it for the
+/// task's result, or drop it to let the task run on detached (see the file comment).
 class JoinHandle {
 public:
     JoinHandle() noexcept = default;
+    /// Moves the handle; `other` is left empty.
     JoinHandle(JoinHandle&& other) noexcept : header_(std::exchange(other.header_, nullptr)) {}
+    /// Detaches the task this handle owned (as dropping it would), then takes `other`'s.
     JoinHandle& operator=(JoinHandle&& other) noexcept {
         if (this != &other) {
             release(false);
@@ -58,6 +62,7 @@ public:
     JoinHandle& operator=(const JoinHandle&) = delete;
     ~JoinHandle() { release(false); }
 
+    /// True while the handle owns a task: not default-constructed, moved-from or awaited.
     bool valid() const noexcept { return header_ != nullptr; }
 
     /// True once the task has finished (or was cancelled by shutdown). Never blocks.
@@ -81,8 +86,10 @@ public:
     /// Lets the task run on without an owner (the same as dropping the handle).
     void detach() noexcept { release(false); }
 
+    /// What `co_await handle` awaits.
     class Awaiter {
     public:
+        /// Throws eddy::BrokenTask on an empty handle.
         explicit Awaiter(JoinHandle& h) : handle_(h) {
             if (handle_.header_ == nullptr)
                 throw BrokenTask("eddy: awaiting an empty JoinHandle (moved-from, "
@@ -116,8 +123,12 @@ public:
         JoinHandle& handle_;
         bool cross_ = false;  // waits for a task of another runtime (set by join_suspend)
     };
+    /// `co_await handle` (or `co_await std::move(handle)`): the task's result, or its exception
+    /// rethrown; consumes the handle either way.
+    /// @{
     Awaiter operator co_await() & { return Awaiter(*this); }
     Awaiter operator co_await() && { return Awaiter(*this); }
+/// @}
 
 private:
     friend class Runtime;

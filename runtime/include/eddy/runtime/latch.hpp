@@ -34,8 +34,10 @@
 
 namespace eddy {
 
+/// A single-use countdown that tasks await until it reaches zero (see the file comment).
 class Latch {
 public:
+    /// Starts at `count` (0: already open).
     explicit Latch(std::size_t count) noexcept : count_(count) {}
     Latch(const Latch&) = delete;
     Latch& operator=(const Latch&) = delete;
@@ -60,11 +62,13 @@ public:
         return count_.load(std::memory_order_acquire) == 0;  // acquire: pairs with count_down
     }
 
+    /// What wait() and arrive_and_wait() return; `co_await` it.
     class [[nodiscard]] Awaiter : public detail::WaitAwaiter<Awaiter> {
     public:
         static constexpr const char* kWhat = "co_await on eddy::Latch::wait()";
         static constexpr const char* kCancelled = "eddy::Latch::wait: the wait was cancelled";
 
+        /// Made by wait() and arrive_and_wait().
         explicit Awaiter(Latch& l) noexcept : WaitAwaiter(l.waiters_), latch_(l) {}
         /// Lock held.
         bool try_now(detail::WakeList&) const noexcept { return latch_.count_.load(std::memory_order_relaxed) == 0; }

@@ -41,7 +41,9 @@ class Mutex;
 /// Ownership of a locked Mutex; unlocks it when destroyed. Move-only.
 class [[nodiscard]] MutexGuard {
 public:
+    /// Moves the ownership; `o` no longer owns the mutex.
     MutexGuard(MutexGuard&& o) noexcept : mutex_(std::exchange(o.mutex_, nullptr)) {}
+    /// Unlocks the mutex this guard owned, then takes `o`'s ownership.
     MutexGuard& operator=(MutexGuard&& o) noexcept {
         if (this != &o) {
             unlock();
@@ -57,6 +59,7 @@ public:
     void unlock() noexcept;
     /// True while this guard owns its mutex.
     bool owns_lock() const noexcept { return mutex_ != nullptr; }
+    /// owns_lock().
     explicit operator bool() const noexcept { return owns_lock(); }
 
 private:
@@ -65,17 +68,21 @@ private:
     Mutex* mutex_;
 };
 
+/// An asynchronous lock: a task waiting for it suspends instead of blocking its worker.
+/// `co_await m.lock()` gives a MutexGuard (see the file comment).
 class Mutex {
 public:
     Mutex() noexcept = default;
     Mutex(const Mutex&) = delete;
     Mutex& operator=(const Mutex&) = delete;
 
+    /// What lock() returns; `co_await` it for the MutexGuard.
     class [[nodiscard]] LockAwaiter : public detail::WaitAwaiter<LockAwaiter> {
     public:
         static constexpr const char* kWhat = "co_await on eddy::Mutex::lock()";
         static constexpr const char* kCancelled = "eddy::Mutex::lock: the wait was cancelled";
 
+        /// Made by lock().
         explicit LockAwaiter(Mutex& m) noexcept : WaitAwaiter(m.waiters_), mutex_(m) {}
         LockAwaiter(LockAwaiter&&) = delete;
         /// Ownership handed to a frame that is destroyed before it resumed (runtime shutdown)

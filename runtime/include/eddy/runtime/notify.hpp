@@ -42,17 +42,21 @@
 
 namespace eddy {
 
+/// A wake-up signal between tasks, without data: one task waits in notified(), another
+/// tells it to go on (see the file comment).
 class Notify {
 public:
     Notify() noexcept = default;
     Notify(const Notify&) = delete;
     Notify& operator=(const Notify&) = delete;
 
+    /// What notified() returns; `co_await` it.
     class [[nodiscard]] Awaiter : public detail::WaitAwaiter<Awaiter> {
     public:
         static constexpr const char* kWhat = "co_await on eddy::Notify::notified()";
         static constexpr const char* kCancelled = "eddy::Notify::notified: the wait was cancelled";
 
+        /// Made by notified().
         explicit Awaiter(Notify& n) noexcept : WaitAwaiter(n.waiters_), notify_(n) {}
         Awaiter(Awaiter&&) = delete;
         /// A notify_one (or a permit) granted to a frame destroyed before it resumed goes on.

@@ -64,9 +64,13 @@ struct State {
 } // namespace detail
 
 template <class T>
+/// The sending end: send() once, or drop it, which the receiver sees as ChannelClosed.
+/// Move-only.
 class Sender {
 public:
+    /// Moves the end; `o` is left empty (its send() throws ChannelClosed).
     Sender(Sender&& o) noexcept : state_(std::exchange(o.state_, nullptr)) {}
+    /// Drops this end first (as its destructor would), then takes `o`'s.
     Sender& operator=(Sender&& o) noexcept {
         if (this != &o) {
             drop();
@@ -127,9 +131,13 @@ private:
 };
 
 template <class T>
+/// The receiving end: `co_await rx` gives the value, or throws ChannelClosed if the
+/// sender was dropped without sending. Move-only.
 class Receiver {
 public:
+    /// Moves the end; `o` is left empty.
     Receiver(Receiver&& o) noexcept : state_(std::exchange(o.state_, nullptr)) {}
+    /// Drops this end first (a later send() then throws), then takes `o`'s.
     Receiver& operator=(Receiver&& o) noexcept {
         if (this != &o) {
             drop();
@@ -141,11 +149,13 @@ public:
     Receiver& operator=(const Receiver&) = delete;
     ~Receiver() { drop(); }
 
+    /// What `co_await rx` awaits.
     class [[nodiscard]] Awaiter : public eddy::detail::WaitAwaiter<Awaiter> {
     public:
         static constexpr const char* kWhat = "co_await on an eddy::oneshot::Receiver";
         static constexpr const char* kCancelled = "eddy::oneshot::Receiver: the wait was cancelled";
 
+        /// Made by the receiver's operator co_await.
         explicit Awaiter(detail::State<T>& s) noexcept : eddy::detail::WaitAwaiter<Awaiter>(s.waiters), state_(s) {}
         /// Lock held: done once the value is there or the sender is gone.
         bool try_now(eddy::detail::WakeList&) const noexcept { return state_.value || !state_.sender_alive; }

@@ -53,6 +53,8 @@
 
 namespace eddy {
 
+/// An asynchronous reader-writer lock: any number of readers or one writer; waiters
+/// suspend instead of blocking their worker (see the file comment).
 class RwLock {
     /// Ownership of one kind (read: shared; write: exclusive); releases it when destroyed.
     template <bool Write>
@@ -96,6 +98,7 @@ public:
     RwLock& operator=(const RwLock&) = delete;
 
     template <bool Write>
+    /// What read() and write() return; `co_await` it for the guard.
     class [[nodiscard]] LockAwaiter : public detail::WaitAwaiter<LockAwaiter<Write>> {
     public:
         static constexpr const char* kWhat =
@@ -103,6 +106,7 @@ public:
         static constexpr const char* kCancelled =
             Write ? "eddy::RwLock::write: the wait was cancelled" : "eddy::RwLock::read: the wait was cancelled";
 
+        /// Made by read() or write().
         explicit LockAwaiter(RwLock& l) noexcept
             : detail::WaitAwaiter<LockAwaiter>(Write ? l.writers_waiting_ : l.readers_waiting_), lock_(l) {}
         LockAwaiter(LockAwaiter&&) = delete;
@@ -131,8 +135,8 @@ public:
         std::uint64_t ticket_ = 0;  // place in the line; written before queueing, read under the lock
         bool taken_ = false;        // await_resume made the guard
     };
-    using ReadAwaiter = LockAwaiter<false>;
-    using WriteAwaiter = LockAwaiter<true>;
+    using ReadAwaiter = LockAwaiter<false>;  ///< What read() returns.
+    using WriteAwaiter = LockAwaiter<true>;  ///< What write() returns.
 
     /// `co_await l.read()`: a ReadGuard, once this task may read.
     ReadAwaiter read() noexcept { return ReadAwaiter(*this); }

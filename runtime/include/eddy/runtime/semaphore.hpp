@@ -37,17 +37,22 @@
 
 namespace eddy {
 
+/// A counter of permits that tasks acquire asynchronously and give back with release()
+/// (see the file comment).
 class Semaphore {
 public:
+    /// Starts with `permits` permits.
     explicit Semaphore(std::size_t permits) noexcept : permits_(permits) {}
     Semaphore(const Semaphore&) = delete;
     Semaphore& operator=(const Semaphore&) = delete;
 
+    /// What acquire() returns; `co_await` it.
     class [[nodiscard]] AcquireAwaiter : public detail::WaitAwaiter<AcquireAwaiter> {
     public:
         static constexpr const char* kWhat = "co_await on eddy::Semaphore::acquire()";
         static constexpr const char* kCancelled = "eddy::Semaphore::acquire: the wait was cancelled";
 
+        /// Made by acquire(n).
         AcquireAwaiter(Semaphore& s, std::size_t n) noexcept : WaitAwaiter(s.waiters_), sem_(s), n_(n) {}
         AcquireAwaiter(AcquireAwaiter&&) = delete;
         /// Permits granted to a frame that is destroyed before it resumed (runtime shutdown)

@@ -63,6 +63,8 @@
 
 namespace eddy::time {
 
+/// now()'s time points are steady_clock's, also under a virtual clock (which starts at
+/// steady_clock::now() when the Runtime is built, then moves as the file comment says).
 using Clock = std::chrono::steady_clock;
 
 /// The clock of the calling worker's runtime (virtual under ClockMode::paused or manual);
@@ -75,6 +77,7 @@ inline bool is_virtual() noexcept { return detail::clock_is_virtual(); }
 /// `co_await eddy::time::advance(d)`: see the file comment.
 class [[nodiscard]] AdvanceAwaiter {
 public:
+    /// Made by advance().
     explicit AdvanceAwaiter(std::int64_t ns) noexcept : ns_(ns) {}
     bool await_ready() const noexcept { return false; }
     /// WrongThread off a worker, std::logic_error on a real clock.
@@ -86,7 +89,8 @@ private:
 };
 
 /// Moves the calling task's runtime's virtual clock forward by `d` (see above);
-/// std::invalid_argument when d is negative.
+/// std::invalid_argument when d is negative. The co_await throws WrongThread off a worker and
+/// std::logic_error when the runtime's clock is real.
 AdvanceAwaiter advance(std::chrono::nanoseconds d);
 
 } // namespace eddy::time

@@ -60,6 +60,8 @@
 namespace eddy {
 
 template <class T>
+/// A multi-producer multi-consumer FIFO queue without a capacity: send() never waits,
+/// receivers wait while it is empty (see the file comment).
 class UnboundedChannel {
     static_assert(std::is_nothrow_move_constructible_v<T>,
                   "eddy::UnboundedChannel<T>: T must be nothrow-move-constructible");
@@ -72,11 +74,13 @@ public:
         while (count_ != 0) pop_locked();
     }
 
+    /// What receive() returns; `co_await` it.
     class [[nodiscard]] ReceiveAwaiter : public detail::WaitAwaiter<ReceiveAwaiter> {
     public:
         static constexpr const char* kWhat = "co_await on eddy::UnboundedChannel::receive()";
         static constexpr const char* kCancelled = "eddy::UnboundedChannel::receive: the wait was cancelled";
 
+        /// Made by receive().
         explicit ReceiveAwaiter(UnboundedChannel& ch) noexcept
             : detail::WaitAwaiter<ReceiveAwaiter>(ch.receivers_), ch_(ch) {}
         ReceiveAwaiter(const ReceiveAwaiter&) = delete;
@@ -106,6 +110,7 @@ public:
     /// eddy::ChannelClosed when the channel is closed, std::bad_alloc when the buffer cannot
     /// grow; either way `value` is left with the caller.
     void send(T&& value) { push(value); }
+    /// send(T&&), copying `value`.
     void send(const T& value)
         requires std::is_copy_constructible_v<T>
     {
@@ -137,6 +142,7 @@ public:
         wakes.wake_all();
     }
 
+    /// True once close() was called (values may still be buffered).
     bool is_closed() const noexcept {
         std::lock_guard guard(lock_);
         return closed_;

@@ -147,9 +147,12 @@ struct State {
 template <class T>
 class [[nodiscard]] Ref {
 public:
+    /// The value, valid while the Ref lives.
+    /// @{
     const T& operator*() const noexcept { return *value_; }
     const T* operator->() const noexcept { return value_; }
     const T& get() const noexcept { return *value_; }
+    /// @}
     /// True if this value was newer than what the receiver had seen when it borrowed
     /// (always false for a Sender's borrow).
     bool has_changed() const noexcept { return changed_; }
@@ -169,11 +172,13 @@ private:
 template <class T>
 class Receiver {
 public:
+    /// What changed() returns; `co_await` it.
     class [[nodiscard]] ChangedAwaiter : public eddy::detail::WaitAwaiter<ChangedAwaiter> {
     public:
         static constexpr const char* kWhat = "co_await on eddy::watch::Receiver::changed()";
         static constexpr const char* kCancelled = "eddy::watch::Receiver::changed: the wait was cancelled";
 
+        /// Made by changed().
         ChangedAwaiter(detail::State<T>& s, std::uint64_t& seen) noexcept
             : eddy::detail::WaitAwaiter<ChangedAwaiter>(s.waiters), state_(s), seen_(seen) {}
         ChangedAwaiter(const ChangedAwaiter&) = delete;
@@ -248,7 +253,9 @@ private:
 template <class T>
 class Sender {
 public:
+    /// Moves the end; `other` is left empty (using it throws eddy::ChannelClosed).
     Sender(Sender&&) noexcept = default;
+    /// Drops this end first (closing the channel if it was the sender), then takes the other's.
     Sender& operator=(Sender&&) noexcept = default;
     Sender(const Sender&) = delete;
     Sender& operator=(const Sender&) = delete;

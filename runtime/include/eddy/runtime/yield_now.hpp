@@ -19,6 +19,7 @@ public:
     void dump_wait(detail::DumpWait& d) const { d.text("yield_now"); }
 };
 
+/// The YieldNow to `co_await`.
 [[nodiscard]] inline YieldNow yield_now() noexcept { return {}; }
 
 } // namespace eddy

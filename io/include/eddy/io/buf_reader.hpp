@@ -56,7 +56,9 @@ class BufReader;
 template <AsyncReadStream S>
 class Lines {
 public:
+    /// Reads through `reader`, which must outlive it.
     explicit Lines(BufReader<S>& reader) noexcept : reader_(&reader) {}
+    /// The next line, or std::nullopt at end of stream; io::LineTooLong as read_line.
     Task<std::optional<std::string>> next() {
         std::string line;
         if (!co_await reader_->read_line(line)) co_return std::nullopt;
@@ -68,6 +70,8 @@ private:
 };
 
 template <AsyncReadStream S>
+/// A read buffer over a byte stream, with line and delimiter searches (see the file
+/// comment). Refers to the stream, which must outlive it; owns only its buffer.
 class BufReader {
 public:
     /// `capacity`: the buffer (at least 1 byte); `max_line`: the longest line, delimiter
@@ -76,9 +80,9 @@ public:
         : stream_(&stream), capacity_(checked(capacity)), max_line_(checked(max_line)),
           buf_(std::make_unique<std::byte[]>(capacity_)), size_(capacity_) {}
 
-    S& get() noexcept { return *stream_; }
-    std::size_t capacity() const noexcept { return capacity_; }
-    std::size_t max_line() const noexcept { return max_line_; }
+    S& get() noexcept { return *stream_; }  ///< the stream it reads from
+    std::size_t capacity() const noexcept { return capacity_; }  ///< the buffer's size, which a long line may exceed up to max_line()
+    std::size_t max_line() const noexcept { return max_line_; }  ///< the longest line it accepts, delimiter included
 
     /// What is buffered now (no I/O).
     std::span<const std::byte> buffer() const noexcept { return {buf_.get() + begin_, end_ - begin_}; }
@@ -158,6 +162,7 @@ public:
     /// that needs no coroutine frame when the whole line is buffered already.)
     [[nodiscard]] auto read_line(std::string& line) noexcept { return ReadLine(*this, line); }
 
+    /// The lines as a loop: `while (auto line = co_await lines.next())`.
     Lines<S> lines() noexcept { return Lines<S>(*this); }
 
 private:

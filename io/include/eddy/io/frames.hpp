@@ -33,11 +33,14 @@
 
 namespace eddy::io {
 
+/// The largest payload FrameReader and FrameWriter accept unless told: 16 MiB.
 inline constexpr std::size_t kDefaultMaxFrame = std::size_t{16} << 20;
 
 template <AsyncReadStream S>
+/// Reads length-prefixed frames from a stream (see the file comment).
 class FrameReader {
 public:
+    /// Reads from `stream`, which must outlive it; a frame above `max_frame` is io::FrameTooLong.
     explicit FrameReader(S& stream, std::size_t max_frame = kDefaultMaxFrame) noexcept
         : stream_(&stream), max_frame_(max_frame) {}
 
@@ -74,11 +77,15 @@ private:
 };
 
 template <AsyncWriteStream S>
+/// Writes length-prefixed frames to a stream (see the file comment).
 class FrameWriter {
 public:
+    /// Writes to `stream`, which must outlive it; a payload above `max_frame` is io::FrameTooLong.
     explicit FrameWriter(S& stream, std::size_t max_frame = kDefaultMaxFrame) noexcept
         : stream_(&stream), max_frame_(max_frame) {}
 
+    /// Writes the 4-byte length, then `payload` (two writes: a BufWriter below makes them one).
+    /// io::FrameTooLong, before writing anything, above max_frame.
     Task<void> write_frame(std::span<const std::byte> payload) {
         if (payload.size() > max_frame_ || payload.size() > UINT32_MAX)
             throw FrameTooLong("eddy::io::FrameWriter: a payload of " + std::to_string(payload.size()) +

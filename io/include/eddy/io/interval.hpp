@@ -120,29 +120,34 @@ private:
 
 } // namespace detail
 
+/// A periodic timer: `co_await tick()` returns at start, start + period, ... (see the
+/// file comment for late ticks and the virtual clock). Move-only.
 class Interval {
 public:
-    using Clock = std::chrono::steady_clock;
+    using Clock = std::chrono::steady_clock;  ///< also under a virtual clock, whose time points it shares
 
     /// Ticks at start, start + period, ...; std::invalid_argument when period <= 0.
     Interval(Clock::time_point start, Clock::duration period);
     /// Takes the schedule and policy (never a pending tick: see the file comment).
     Interval(Interval&& other) noexcept;
+    /// Takes `other`'s schedule and policy, as the move constructor does.
     Interval& operator=(Interval&& other) noexcept;
     Interval(const Interval&) = delete;
     Interval& operator=(const Interval&) = delete;
     ~Interval() = default;
 
     /// Suspends until the next tick is due; returns its scheduled time point.
+    /// eddy::OperationCancelled (the schedule untouched) when cancelled.
     [[nodiscard]] detail::TickAwaiter tick(std::stop_token token = {}) {
         return detail::TickAwaiter(*this, std::move(token));
     }
 
     /// The next tick is one period from now.
     void reset();
+    /// What late ticks do from now on (burst by default).
     void set_missed_tick(MissedTick policy);
-    MissedTick missed_tick() const noexcept { return missed_; }
-    Clock::duration period() const noexcept { return period_; }
+    MissedTick missed_tick() const noexcept { return missed_; }  ///< the policy set now
+    Clock::duration period() const noexcept { return period_; }  ///< the time between two scheduled ticks
 
 private:
     friend class detail::IntervalClaim;

@@ -30,10 +30,13 @@
 
 namespace eddy::net {
 
+/// A Unix domain socket that accepts connections (see the file comment). Move-only;
+/// closes on destruction.
 class UnixListener {
 public:
+    /// How bind() sets the listener up.
     struct Options {
-        int backlog = 1024;
+        int backlog = 1024;  ///< listen(2)'s queue of connections not yet accepted
         /// Replace a socket file at the path that nobody listens on (see above).
         bool remove_stale = false;
     };
@@ -41,17 +44,17 @@ public:
     /// std::system_error on failure (EADDRINUSE with what is at the path, EACCES, ENOENT for
     /// a missing directory, ...).
     static UnixListener bind(const UnixAddr& addr, Options options);
-    static UnixListener bind(const UnixAddr& addr) { return bind(addr, Options{}); }
+    static UnixListener bind(const UnixAddr& addr) { return bind(addr, Options{}); }  ///< bind(addr, Options{})
 
     /// The next connection.
     Task<UnixStream> accept(std::stop_token token = {});
     /// The next connection and its peer's address (usually unnamed).
     Task<std::pair<UnixStream, UnixAddr>> accept_with_address(std::stop_token token = {});
 
-    UnixAddr local_address() const;
+    UnixAddr local_address() const;  ///< the address it listens on
     /// Stops listening now; an accept pending in another task fails (EINVAL).
     void close();
-    int native_handle() const noexcept { return io_.fd(); }
+    int native_handle() const noexcept { return io_.fd(); }  ///< the listening socket's descriptor, still owned by this object
 
 private:
     explicit UnixListener(io::FileDescriptor fd) noexcept : io_(std::move(fd)) {}

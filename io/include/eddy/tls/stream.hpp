@@ -59,6 +59,8 @@
 namespace eddy::tls {
 
 template <io::AsyncStream S>
+/// TLS over the byte stream S, which the Stream owns (see the file comment); itself an
+/// io::AsyncStream. Move-only.
 class Stream {
     using Engine = detail::Engine;
     using Status = Engine::Status;
@@ -81,7 +83,10 @@ public:
         co_return s;
     }
 
+    /// Moves the session and the stream below; the moved-from Stream may only be destroyed or
+    /// assigned to.
     Stream(Stream&&) noexcept = default;
+    /// Moves the session and the stream below, dropping this one's without close_notify.
     Stream& operator=(Stream&&) noexcept = default;
 
     /// Reads what is available (at least one byte unless `buf` is empty); 0 once the peer
@@ -116,6 +121,7 @@ public:
                                         "eddy::tls::Stream::write_all");
         co_return data.size();
     }
+    /// write_all of the text's bytes.
     Task<std::size_t> write_all(std::string_view text) { return write_all(std::as_bytes(std::span(text))); }
 
     /// Sends close_notify (after anything still queued): the peer reads end of stream. S stays
@@ -138,7 +144,7 @@ public:
 
     /// The stream below (its address, options; writing to it corrupts the session).
     S& next_layer() noexcept { return stream_; }
-    const S& next_layer() const noexcept { return stream_; }
+    const S& next_layer() const noexcept { return stream_; }  ///< the stream below, read-only
     /// The ALPN protocol agreed on in the handshake ("" if none).
     std::string alpn_protocol() const { return engine_->alpn_protocol(); }
 

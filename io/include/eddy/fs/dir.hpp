@@ -23,11 +23,14 @@
 
 namespace eddy::fs {
 
+/// One entry of read_dir().
 struct DirEntry {
-    std::string name;  // without the directory
-    FileType type;     // of the entry itself (a symlink is kSymlink)
+    std::string name;  ///< without the directory
+    FileType type;     ///< of the entry itself (a symlink is kSymlink)
 };
 
+/// Creates the directory `path` (IORING_OP_MKDIRAT) with `mode` minus the umask; EEXIST if
+/// something is there.
 Task<void> create_dir(std::string path, mode_t mode = 0755);
 /// Creates `path` and every missing parent; a directory that is there already is fine.
 Task<void> create_dir_all(std::string path, mode_t mode = 0755);

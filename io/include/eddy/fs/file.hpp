@@ -32,6 +32,8 @@
 
 namespace eddy::fs {
 
+/// An open file, read and written at explicit offsets (see the file comment). Move-only;
+/// closes on destruction.
 class File {
 public:
     /// open(2) with `flags` (O_RDONLY, O_WRONLY | O_CREAT | O_TRUNC, ...) and `mode`.
@@ -81,8 +83,9 @@ public:
     Task<void> fsync();
     /// The file's size in bytes (fstat; std::system_error on failure).
     std::uint64_t size() const;
+    /// Closes now; std::system_error if close(2) reports an error (EIO: data not written).
     void close() { fd_.close(); }
-    int native_handle() const noexcept { return fd_.get(); }
+    int native_handle() const noexcept { return fd_.get(); }  ///< the descriptor, still owned by this object
 
 private:
     io::FileDescriptor fd_;

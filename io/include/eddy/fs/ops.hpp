@@ -19,8 +19,13 @@
 
 namespace eddy::fs {
 
+/// Removes a file or a symbolic link (IORING_OP_UNLINKAT); EISDIR for a directory.
 Task<void> remove_file(std::string path);
+/// Renames `from` to `to` (IORING_OP_RENAMEAT), replacing `to` atomically if it exists;
+/// EXDEV across file systems.
 Task<void> rename(std::string from, std::string to);
+/// Copies the file `from` to `to` (replaced if it exists) with the source's permissions, on
+/// the blocking pool; gives the bytes copied.
 Task<std::uint64_t> copy(std::string from, std::string to);
 
 } // namespace eddy::fs

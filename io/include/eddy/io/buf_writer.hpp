@@ -36,6 +36,8 @@
 namespace eddy::io {
 
 template <AsyncWriteStream S>
+/// A write buffer over a byte stream: many small writes become one (see the file comment).
+/// Refers to the stream, which must outlive it; owns only its buffer.
 class BufWriter {
 public:
     /// `capacity`: the buffer, at least 1 byte (std::invalid_argument for 0).
@@ -44,15 +46,16 @@ public:
         if (capacity == 0) throw std::invalid_argument("eddy::io::BufWriter: capacity must be at least 1");
     }
 
-    S& get() noexcept { return *stream_; }
+    S& get() noexcept { return *stream_; }  ///< the stream it writes to
     /// Bytes waiting for flush().
     std::size_t buffered() const noexcept { return len_; }
-    std::size_t capacity() const noexcept { return capacity_; }
+    std::size_t capacity() const noexcept { return capacity_; }  ///< the buffer's size
 
     /// Buffers `data`, writing the buffer (and `data` itself when it is bigger than the
     /// buffer) through to the stream when it does not fit. (An awaiter: no coroutine frame
     /// when `data` fits.)
     [[nodiscard]] auto write_all(std::span<const std::byte> data) noexcept { return WriteAll(*this, data); }
+    /// write_all of the text's bytes.
     [[nodiscard]] auto write_all(std::string_view text) noexcept { return WriteAll(*this, std::as_bytes(std::span(text))); }
 
     /// As write_all, and gives data.size(). (BufWriter is an AsyncWriteStream itself.)

@@ -22,8 +22,11 @@
 
 namespace eddy::io {
 
+/// A byte stream (io::AsyncStream) over a descriptor it owns: a pipe end, a FIFO, a
+/// character device (see the file comment). Move-only; closes on destruction.
 class DescriptorStream {
 public:
+    /// Takes ownership of `fd`.
     explicit DescriptorStream(FileDescriptor fd) noexcept : fd_(std::move(fd)) {}
 
     /// Up to buf.size() bytes; 0 at end of file (a pipe whose writers all closed).
@@ -35,8 +38,9 @@ public:
         return io::write(fd_.get(), data, std::move(token));
     }
 
+    /// Closes now; std::system_error if close(2) fails.
     void close() { fd_.close(); }
-    int native_handle() const noexcept { return fd_.get(); }
+    int native_handle() const noexcept { return fd_.get(); }  ///< the descriptor, still owned by this object
 
 private:
     FileDescriptor fd_;

@@ -8,12 +8,15 @@
 
 namespace eddy::io {
 
+/// An owned file descriptor, closed on destruction. Move-only.
 class FileDescriptor {
 public:
     FileDescriptor() noexcept = default;
     /// Takes ownership of `fd` (-1: empty).
     explicit FileDescriptor(int fd) noexcept : fd_(fd) {}
+    /// Takes `other`'s descriptor; `other` is left empty.
     FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.release()) {}
+    /// Closes this descriptor, then takes `other`'s.
     FileDescriptor& operator=(FileDescriptor&& other) noexcept {
         if (this != &other) {
             reset();
@@ -27,7 +30,7 @@ public:
 
     /// The descriptor, or -1 when empty.
     int get() const noexcept { return fd_; }
-    explicit operator bool() const noexcept { return fd_ >= 0; }
+    explicit operator bool() const noexcept { return fd_ >= 0; }  ///< not empty
     /// Gives up ownership and returns the descriptor.
     int release() noexcept {
         const int fd = fd_;

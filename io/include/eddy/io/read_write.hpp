@@ -25,11 +25,15 @@
 
 namespace eddy::io {
 
+/// `co_await io::read(fd, buf)`: reads up to buf.size() bytes at the file position; gives the
+/// count, 0 at end of file.
 [[nodiscard]] inline detail::IoAwaiter read(int fd, std::span<std::byte> buf, std::stop_token token = {}) noexcept {
     return detail::IoAwaiter({.kind = detail::IoKind::kRead, .fd = fd, .addr = buf.data(), .len = buf.size()},
                              "eddy::io::read", std::move(token));
 }
 
+/// `co_await io::write(fd, data)`: writes some of `buf` at the file position; gives the count,
+/// which may be short.
 [[nodiscard]] inline detail::IoAwaiter write(int fd, std::span<const std::byte> buf,
                                              std::stop_token token = {}) noexcept {
     return detail::IoAwaiter({.kind = detail::IoKind::kWrite,

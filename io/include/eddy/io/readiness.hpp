@@ -38,6 +38,7 @@ namespace eddy::io {
 /// The awaitable of readable(), writable() and poll(): `co_await` gives the revents.
 class [[nodiscard]] ReadinessAwaiter {
 public:
+    /// Made by readable(), writable() and poll().
     ReadinessAwaiter(int fd, unsigned events, const char* what, std::stop_token token) noexcept
         : op_({.kind = detail::IoKind::kPoll, .fd = fd, .len = events}, what, std::move(token)) {}
 

@@ -45,6 +45,7 @@
 
 namespace eddy::io {
 
+/// POSIX signals received by a task through the reactor (see the file comment). Move-only.
 class SignalSet {
 public:
     /// Blocks `signals` in the calling thread and opens a signalfd (close-on-exec,
@@ -53,10 +54,14 @@ public:
     /// SIGSTOP); std::system_error (e.g. EMFILE) if the mask or the signalfd cannot be set
     /// up, with the calling thread's mask restored.
     explicit SignalSet(std::span<const int> signals);
+    /// SignalSet(std::span): the same, from a list such as `{SIGINT, SIGTERM}`.
     explicit SignalSet(std::initializer_list<int> signals)
         : SignalSet(std::span<const int>(signals.begin(), signals.size())) {}
 
+    /// Moves the set; `other` is left empty. No wait may be pending on `other`.
     SignalSet(SignalSet&&) noexcept = default;
+    /// Closes this set's signalfd (its signals stay blocked: see the file comment), then
+    /// takes `other`'s. No wait may be pending on either.
     SignalSet& operator=(SignalSet&&) noexcept = default;
     SignalSet(const SignalSet&) = delete;
     SignalSet& operator=(const SignalSet&) = delete;

@@ -24,17 +24,21 @@
 
 namespace eddy::io {
 
+/// A byte stream (io::AsyncStream) over a descriptor it does not own: stdin(), stdout(),
+/// stderr().
 class StdStream {
 public:
     /// Any descriptor the caller keeps open (0, 1, 2, or a test's pipe).
     explicit StdStream(int fd) noexcept : fd_(fd) {}
+    /// io::read on the descriptor: up to buf.size() bytes, 0 at end of input.
     [[nodiscard]] auto read(std::span<std::byte> buf, std::stop_token token = {}) noexcept {
         return io::read(fd_, buf, std::move(token));
     }
+    /// io::write on the descriptor: some of `data` (EPIPE, not SIGPIPE, on a closed pipe).
     [[nodiscard]] auto write(std::span<const std::byte> data, std::stop_token token = {}) noexcept {
         return io::write(fd_, data, std::move(token));
     }
-    int native_handle() const noexcept { return fd_; }
+    int native_handle() const noexcept { return fd_; }  ///< the descriptor (not owned)
 
 private:
     int fd_;
@@ -42,14 +46,17 @@ private:
 
 static_assert(AsyncStream<StdStream>);
 
+/// Descriptor 0, one object for the process.
 inline StdStream& stdin() noexcept {
     static StdStream s(STDIN_FILENO);
     return s;
 }
+/// Descriptor 1, one object for the process.
 inline StdStream& stdout() noexcept {
     static StdStream s(STDOUT_FILENO);
     return s;
 }
+/// Descriptor 2, one object for the process.
 inline StdStream& stderr() noexcept {
     static StdStream s(STDERR_FILENO);
     return s;

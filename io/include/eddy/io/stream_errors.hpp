@@ -20,8 +20,11 @@
 
 namespace eddy::io {
 
+/// The stream ended inside something that must be whole: a std::system_error with ENODATA
+/// (see the file comment).
 class UnexpectedEof : public std::system_error {
 public:
+    /// `what` says what was cut short.
     explicit UnexpectedEof(const std::string& what) : std::system_error(ENODATA, std::generic_category(), what) {}
 };
 

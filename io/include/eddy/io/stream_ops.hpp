@@ -25,6 +25,8 @@
 namespace eddy::io {
 
 template <AsyncWriteStream S>
+/// Writes all of `data` to `stream` (its own write_all when it has one); std::system_error
+/// with EPIPE if a write takes nothing.
 Task<void> write_all(S& stream, std::span<const std::byte> data) {
     if constexpr (requires { stream.write_all(data); }) {
         co_await stream.write_all(data);
@@ -38,6 +40,7 @@ Task<void> write_all(S& stream, std::span<const std::byte> data) {
 }
 
 template <AsyncReadStream S>
+/// Fills `buf` from `stream`; io::UnexpectedEof if the stream ends first.
 Task<void> read_exact(S& stream, std::span<std::byte> buf) {
     for (std::size_t got = 0; got < buf.size();) {
         const std::size_t n = co_await stream.read(buf.subspan(got));

@@ -31,8 +31,11 @@ namespace eddy::net {
 /// The category of getaddrinfo's EAI_* codes (name "getaddrinfo").
 const std::error_category& resolver_category() noexcept;
 
+/// A name that did not resolve: code() is the EAI_* value in resolver_category() (or the
+/// errno for EAI_SYSTEM), what() names the host.
 class ResolveError : public std::system_error {
 public:
+    /// The error `code` for `host`.
     ResolveError(std::error_code code, std::string host);
     /// The name that did not resolve.
     const std::string& host() const noexcept { return host_; }

@@ -24,8 +24,11 @@ struct ssl_ctx_st;  // OpenSSL's SSL_CTX: no OpenSSL header is needed to use edd
 
 namespace eddy::tls {
 
+/// A TLS protocol version, for the lowest one a Context accepts.
 enum class Version { kTls12, kTls13 };
 
+/// The settings shared by the TLS streams of one side of a connection: certificates, trust,
+/// versions, ALPN (see the file comment). Copyable; copies share one SSL_CTX.
 class Context {
 public:
     /// A client context: peer verification ON, against the system's default CA paths
@@ -48,7 +51,7 @@ public:
 
     /// The SSL_CTX, for settings this class does not cover (cast to SSL_CTX*).
     ssl_ctx_st* native_handle() const noexcept;
-    bool is_server() const noexcept;
+    bool is_server() const noexcept;  ///< made by Context::server(), not client()
 
 private:
     struct State;

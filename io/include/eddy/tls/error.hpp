@@ -40,12 +40,14 @@ enum class errc {
 /// The "tls" error category.
 const std::error_category& category() noexcept;
 
+/// Makes tls::errc usable as a std::error_code (`e.code() == tls::errc::certificate`).
 inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), category()}; }
 
 /// A TLS failure: code() is one of tls::errc in tls::category(); what() says where, OpenSSL's
 /// reason, and the kind.
 class Error : public std::system_error {
 public:
+    /// An error of kind `e`; `what` says where, with OpenSSL's reason.
     Error(errc e, const std::string& what) : std::system_error(make_error_code(e), what) {}
 };
 

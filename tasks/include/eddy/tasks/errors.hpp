@@ -42,6 +42,7 @@ public:
 /// code keeps working; catch OperationCancelled to tell cancellation from other failures.
 class OperationCancelled : public std::system_error {
 public:
+    /// `what` says which operation was cancelled.
     explicit OperationCancelled(const char* what = "eddy: operation cancelled")
         : std::system_error(std::make_error_code(std::errc::operation_canceled), what) {}
 };
@@ -50,6 +51,7 @@ public:
 /// A std::system_error with std::errc::timed_out.
 class TimedOut : public std::system_error {
 public:
+    /// `what` says what timed out.
     explicit TimedOut(const char* what = "eddy::with_timeout: the task timed out")
         : std::system_error(std::make_error_code(std::errc::timed_out), what) {}
 };

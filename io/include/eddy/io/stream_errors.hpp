@@ -28,11 +28,13 @@ public:
     explicit UnexpectedEof(const std::string& what) : std::system_error(ENODATA, std::generic_category(), what) {}
 };
 
+/// A line grew past the BufReader's max_line; the bytes read for it are dropped.
 class LineTooLong : public std::length_error {
 public:
     using std::length_error::length_error;
 };
 
+/// A frame's announced length (FrameReader) or a payload (FrameWriter) is above max_frame.
 class FrameTooLong : public std::length_error {
 public:
     using std::length_error::length_error;

@@ -12,7 +12,8 @@ pkgs=(g++ clang libclang-rt-14-dev meson ninja-build pkg-config
       cmake   # tests/install/cmake_test.sh: find_package(eddy) from a CMake project
       liburing-dev libconcurrentqueue-dev doctest-dev python3
       libssl-dev openssl wrk redis-tools
-      netcat-openbsd)   # nc (with -N, which other netcats lack): chat_server_test's independent client
+      netcat-openbsd    # nc (with -N, which other netcats lack): chat_server_test's independent client
+      doxygen)          # tools/api-docs.sh: the API reference, and its check (meson test api-docs)
 if [[ "${1:-}" == --anchors ]]; then pkgs+=(cargo librust-tokio-dev libasio-dev make); fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,18 +1,19 @@
-// eddy/fs/file.hpp: fs::File, a file read and written at explicit offsets.
-//
-//     auto f = co_await eddy::fs::File::open("data.bin");                      // O_RDONLY
-//     auto out = co_await eddy::fs::File::open("out.bin", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-//     std::size_t n = co_await f.read_at(buf, offset);     // 0 at end of file
-//     co_await out.write_at(bytes, 0);  co_await out.fsync();  out.close();
-//     std::size_t m = co_await f.read(buf);                // at the file position (a stream)
-//
-// File::read and File::write use the file position, so a File is an io::AsyncStream (a
-// BufReader reads its lines); fs::OpenOptions opens one for appending.
-// A read first tries preadv2(RWF_NOWAIT) on the worker: what the page cache holds is copied
-// at once, without a trip through the reactor. Everything else (a cache miss, opening,
-// writing, fsync) goes through io_uring and never blocks an eddy worker.
-// Errors are std::system_error carrying the errno (ENOENT, EACCES, EISDIR, ...).
-// O_CLOEXEC is always added. The file closes on destruction; close() reports errors.
+//! eddy/fs/file.hpp: fs::File, a file read and written at explicit offsets.
+//!
+//!     auto f = co_await eddy::fs::File::open("data.bin");                      // O_RDONLY
+//!     auto out = co_await eddy::fs::File::open("out.bin", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+//!     std::size_t n = co_await f.read_at(buf, offset);     // 0 at end of file
+//!     co_await out.write_at(bytes, 0);  co_await out.fsync();  out.close();
+//!     std::size_t m = co_await f.read(buf);                // at the file position (a stream)
+//!
+//! File::read and File::write use the file position, so a File is an io::AsyncStream (a
+//! BufReader reads its lines); fs::OpenOptions opens one for appending.
+//! A read first tries preadv2(RWF_NOWAIT) on the worker: what the page cache holds is copied
+//! at once, without a trip through the reactor. Everything else (a cache miss, opening,
+//! writing, fsync) goes through io_uring and never blocks an eddy worker.
+//! Errors are std::system_error carrying the errno (ENOENT, EACCES, EISDIR, ...).
+//! O_CLOEXEC is always added. The file closes on destruction; close() reports errors.
+//! @file
 #pragma once
 
 #include <fcntl.h>
@@ -31,6 +32,8 @@
 
 namespace eddy::fs {
 
+/// An open file, read and written at explicit offsets (see the file comment). Move-only;
+/// closes on destruction.
 class File {
 public:
     /// open(2) with `flags` (O_RDONLY, O_WRONLY | O_CREAT | O_TRUNC, ...) and `mode`.
@@ -80,8 +83,9 @@ public:
     Task<void> fsync();
     /// The file's size in bytes (fstat; std::system_error on failure).
     std::uint64_t size() const;
+    /// Closes now; std::system_error if close(2) reports an error (EIO: data not written).
     void close() { fd_.close(); }
-    int native_handle() const noexcept { return fd_.get(); }
+    int native_handle() const noexcept { return fd_.get(); }  ///< the descriptor, still owned by this object
 
 private:
     io::FileDescriptor fd_;

@@ -1,9 +1,10 @@
-// eddy/fs/read_file.hpp: whole-file helpers.
-//
-//     std::string text = co_await eddy::fs::read_file("config.txt");
-//     co_await eddy::fs::write_file("out.txt", text);       // created or truncated, mode 0644
-//
-// Errors are std::system_error carrying the errno (ENOENT for a missing file, ...).
+//! eddy/fs/read_file.hpp: whole-file helpers.
+//!
+//!     std::string text = co_await eddy::fs::read_file("config.txt");
+//!     co_await eddy::fs::write_file("out.txt", text);       // created or truncated, mode 0644
+//!
+//! Errors are std::system_error carrying the errno (ENOENT for a missing file, ...).
+//! @file
 #pragma once
 
 #include <string>

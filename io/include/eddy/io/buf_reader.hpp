@@ -1,31 +1,32 @@
-// eddy/io/buf_reader.hpp: io::BufReader, a read buffer over any byte stream (TCP, Unix,
-// pipes through io::DescriptorStream, files, TLS), with the line and delimiter searches a
-// protocol parser needs.
-//
-//     eddy::io::BufReader in(socket);                   // 8 KiB buffer, lines up to 64 KiB
-//     std::string line;
-//     while (co_await in.read_line(line)) handle(line);  // "\n" or "\r\n" stripped
-//
-//     auto lines = in.lines();                          // the same, as a loop
-//     while (auto line = co_await lines.next()) handle(*line);
-//
-// # Bounded
-// A line (read_until, read_line, lines) is kept in the buffer until its delimiter arrives, so
-// the buffer grows past its capacity for a long line, but never past max_line: a line longer
-// than that (delimiter included) throws io::LineTooLong, and its first max_line bytes are
-// dropped (the reader then stands inside that line; a server usually answers and closes).
-//
-// # Cancellation
-// An operation cancelled while it waits for the stream (eddy::OperationCancelled) has
-// consumed nothing: what was read meanwhile stays buffered for the next call. (The bytes of
-// a line are handed out only once the whole line is there.) One that the buffer serves
-// without waiting completes even in a cancelled task, as it loses nothing; the next wait
-// throws.
-//
-// # Lifetime and use
-// The reader refers to the stream, which must outlive it; it owns only its buffer. One
-// operation at a time. Writing to the same stream meanwhile is fine (a BufWriter over it).
-// Reads bigger than the buffer go straight to the stream once the buffer is empty.
+//! eddy/io/buf_reader.hpp: io::BufReader, a read buffer over any byte stream (TCP, Unix,
+//! pipes through io::DescriptorStream, files, TLS), with the line and delimiter searches a
+//! protocol parser needs.
+//!
+//!     eddy::io::BufReader in(socket);                   // 8 KiB buffer, lines up to 64 KiB
+//!     std::string line;
+//!     while (co_await in.read_line(line)) handle(line);  // "\n" or "\r\n" stripped
+//!
+//!     auto lines = in.lines();                          // the same, as a loop
+//!     while (auto line = co_await lines.next()) handle(*line);
+//!
+//! # Bounded
+//! A line (read_until, read_line, lines) is kept in the buffer until its delimiter arrives, so
+//! the buffer grows past its capacity for a long line, but never past max_line: a line longer
+//! than that (delimiter included) throws io::LineTooLong, and its first max_line bytes are
+//! dropped (the reader then stands inside that line; a server usually answers and closes).
+//!
+//! # Cancellation
+//! An operation cancelled while it waits for the stream (eddy::OperationCancelled) has
+//! consumed nothing: what was read meanwhile stays buffered for the next call. (The bytes of
+//! a line are handed out only once the whole line is there.) One that the buffer serves
+//! without waiting completes even in a cancelled task, as it loses nothing; the next wait
+//! throws.
+//!
+//! # Lifetime and use
+//! The reader refers to the stream, which must outlive it; it owns only its buffer. One
+//! operation at a time. Writing to the same stream meanwhile is fine (a BufWriter over it).
+//! Reads bigger than the buffer go straight to the stream once the buffer is empty.
+//! @file
 #pragma once
 
 #include <algorithm>
@@ -55,7 +56,9 @@ class BufReader;
 template <AsyncReadStream S>
 class Lines {
 public:
+    /// Reads through `reader`, which must outlive it.
     explicit Lines(BufReader<S>& reader) noexcept : reader_(&reader) {}
+    /// The next line, or std::nullopt at end of stream; io::LineTooLong as read_line.
     Task<std::optional<std::string>> next() {
         std::string line;
         if (!co_await reader_->read_line(line)) co_return std::nullopt;
@@ -67,6 +70,8 @@ private:
 };
 
 template <AsyncReadStream S>
+/// A read buffer over a byte stream, with line and delimiter searches (see the file
+/// comment). Refers to the stream, which must outlive it; owns only its buffer.
 class BufReader {
 public:
     /// `capacity`: the buffer (at least 1 byte); `max_line`: the longest line, delimiter
@@ -75,9 +80,9 @@ public:
         : stream_(&stream), capacity_(checked(capacity)), max_line_(checked(max_line)),
           buf_(std::make_unique<std::byte[]>(capacity_)), size_(capacity_) {}
 
-    S& get() noexcept { return *stream_; }
-    std::size_t capacity() const noexcept { return capacity_; }
-    std::size_t max_line() const noexcept { return max_line_; }
+    S& get() noexcept { return *stream_; }  ///< the stream it reads from
+    std::size_t capacity() const noexcept { return capacity_; }  ///< the buffer's size, which a long line may exceed up to max_line()
+    std::size_t max_line() const noexcept { return max_line_; }  ///< the longest line it accepts, delimiter included
 
     /// What is buffered now (no I/O).
     std::span<const std::byte> buffer() const noexcept { return {buf_.get() + begin_, end_ - begin_}; }
@@ -157,6 +162,7 @@ public:
     /// that needs no coroutine frame when the whole line is buffered already.)
     [[nodiscard]] auto read_line(std::string& line) noexcept { return ReadLine(*this, line); }
 
+    /// The lines as a loop: `while (auto line = co_await lines.next())`.
     Lines<S> lines() noexcept { return Lines<S>(*this); }
 
 private:

@@ -1,19 +1,20 @@
-// eddy/io/buf_writer.hpp: io::BufWriter, a write buffer over any byte stream: many small
-// writes become one write to the stream when the buffer fills or on flush().
-//
-//     eddy::io::BufWriter out(socket);
-//     co_await out.write_all(header);
-//     co_await out.write_all(body);
-//     co_await out.flush();              // one write for both
-//
-// Nothing reaches the stream before flush() unless the buffer fills: a server answering
-// pipelined requests flushes when no further request is buffered (see examples/http_hello).
-// Data bigger than the buffer goes straight to the stream (after what is buffered).
-// The destructor cannot suspend, so it does not flush: what is still buffered then is
-// dropped. Call flush() before the writer goes (a debug build does not check this).
-//
-// Errors are the stream's. If a flush fails, the bytes stay buffered, but how many of them
-// the peer got is unknown, as with any failed write: a stream that failed is usually closed. One operation at a time; reading the same stream meanwhile is fine.
+//! eddy/io/buf_writer.hpp: io::BufWriter, a write buffer over any byte stream: many small
+//! writes become one write to the stream when the buffer fills or on flush().
+//!
+//!     eddy::io::BufWriter out(socket);
+//!     co_await out.write_all(header);
+//!     co_await out.write_all(body);
+//!     co_await out.flush();              // one write for both
+//!
+//! Nothing reaches the stream before flush() unless the buffer fills: a server answering
+//! pipelined requests flushes when no further request is buffered (see examples/http_hello).
+//! Data bigger than the buffer goes straight to the stream (after what is buffered).
+//! The destructor cannot suspend, so it does not flush: what is still buffered then is
+//! dropped. Call flush() before the writer goes (a debug build does not check this).
+//!
+//! Errors are the stream's. If a flush fails, the bytes stay buffered, but how many of them
+//! the peer got is unknown, as with any failed write: a stream that failed is usually closed. One operation at a time; reading the same stream meanwhile is fine.
+//! @file
 #pragma once
 
 #include <cerrno>
@@ -35,6 +36,8 @@
 namespace eddy::io {
 
 template <AsyncWriteStream S>
+/// A write buffer over a byte stream: many small writes become one (see the file comment).
+/// Refers to the stream, which must outlive it; owns only its buffer.
 class BufWriter {
 public:
     /// `capacity`: the buffer, at least 1 byte (std::invalid_argument for 0).
@@ -43,15 +46,16 @@ public:
         if (capacity == 0) throw std::invalid_argument("eddy::io::BufWriter: capacity must be at least 1");
     }
 
-    S& get() noexcept { return *stream_; }
+    S& get() noexcept { return *stream_; }  ///< the stream it writes to
     /// Bytes waiting for flush().
     std::size_t buffered() const noexcept { return len_; }
-    std::size_t capacity() const noexcept { return capacity_; }
+    std::size_t capacity() const noexcept { return capacity_; }  ///< the buffer's size
 
     /// Buffers `data`, writing the buffer (and `data` itself when it is bigger than the
     /// buffer) through to the stream when it does not fit. (An awaiter: no coroutine frame
     /// when `data` fits.)
     [[nodiscard]] auto write_all(std::span<const std::byte> data) noexcept { return WriteAll(*this, data); }
+    /// write_all of the text's bytes.
     [[nodiscard]] auto write_all(std::string_view text) noexcept { return WriteAll(*this, std::as_bytes(std::span(text))); }
 
     /// As write_all, and gives data.size(). (BufWriter is an AsyncWriteStream itself.)

@@ -1,21 +1,22 @@
-// eddy/io/frames.hpp: length-prefixed frames over any byte stream: a 4-byte big-endian
-// length, then that many bytes of payload.
-//
-//     eddy::io::FrameWriter out(socket);
-//     co_await out.write_frame(payload);
-//     eddy::io::FrameReader in(socket);
-//     std::vector<std::byte> frame;
-//     while (co_await in.read_frame(frame)) handle(frame);
-//
-// A frame above max_frame (16 MiB unless told) is io::FrameTooLong on both sides: the
-// reader has then consumed the header only (the stream stands before the payload, so the
-// connection is usually closed), the writer has written nothing. A stream that ends between
-// frames is the clean end (read_frame gives false); one that ends inside a header or a
-// payload is io::UnexpectedEof (ENODATA). Other errors are the stream's.
-// Both refer to the stream (it must outlive them). Each frame is read and written with the
-// stream's own reads and writes: over a socket, put a BufReader under the FrameReader for
-// many small frames, and a BufWriter under the FrameWriter to send header and payload in
-// one write (and flush it).
+//! eddy/io/frames.hpp: length-prefixed frames over any byte stream: a 4-byte big-endian
+//! length, then that many bytes of payload.
+//!
+//!     eddy::io::FrameWriter out(socket);
+//!     co_await out.write_frame(payload);
+//!     eddy::io::FrameReader in(socket);
+//!     std::vector<std::byte> frame;
+//!     while (co_await in.read_frame(frame)) handle(frame);
+//!
+//! A frame above max_frame (16 MiB unless told) is io::FrameTooLong on both sides: the
+//! reader has then consumed the header only (the stream stands before the payload, so the
+//! connection is usually closed), the writer has written nothing. A stream that ends between
+//! frames is the clean end (read_frame gives false); one that ends inside a header or a
+//! payload is io::UnexpectedEof (ENODATA). Other errors are the stream's.
+//! Both refer to the stream (it must outlive them). Each frame is read and written with the
+//! stream's own reads and writes: over a socket, put a BufReader under the FrameReader for
+//! many small frames, and a BufWriter under the FrameWriter to send header and payload in
+//! one write (and flush it).
+//! @file
 #pragma once
 
 #include <array>
@@ -32,11 +33,14 @@
 
 namespace eddy::io {
 
+/// The largest payload FrameReader and FrameWriter accept unless told: 16 MiB.
 inline constexpr std::size_t kDefaultMaxFrame = std::size_t{16} << 20;
 
 template <AsyncReadStream S>
+/// Reads length-prefixed frames from a stream (see the file comment).
 class FrameReader {
 public:
+    /// Reads from `stream`, which must outlive it; a frame above `max_frame` is io::FrameTooLong.
     explicit FrameReader(S& stream, std::size_t max_frame = kDefaultMaxFrame) noexcept
         : stream_(&stream), max_frame_(max_frame) {}
 
@@ -73,11 +77,15 @@ private:
 };
 
 template <AsyncWriteStream S>
+/// Writes length-prefixed frames to a stream (see the file comment).
 class FrameWriter {
 public:
+    /// Writes to `stream`, which must outlive it; a payload above `max_frame` is io::FrameTooLong.
     explicit FrameWriter(S& stream, std::size_t max_frame = kDefaultMaxFrame) noexcept
         : stream_(&stream), max_frame_(max_frame) {}
 
+    /// Writes the 4-byte length, then `payload` (two writes: a BufWriter below makes them one).
+    /// io::FrameTooLong, before writing anything, above max_frame.
     Task<void> write_frame(std::span<const std::byte> payload) {
         if (payload.size() > max_frame_ || payload.size() > UINT32_MAX)
             throw FrameTooLong("eddy::io::FrameWriter: a payload of " + std::to_string(payload.size()) +

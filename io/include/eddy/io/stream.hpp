@@ -1,25 +1,26 @@
-// eddy/io/stream.hpp: what a byte stream is, for the code that works on any of them
-// (io::BufReader, io::BufWriter, the frame codecs, tls::Stream).
-//
-//     template <eddy::io::AsyncReadStream S>
-//     eddy::Task<std::size_t> count_bytes(S& s) {
-//         std::array<std::byte, 4096> buf;
-//         std::size_t total = 0;
-//         while (std::size_t n = co_await s.read(buf)) total += n;
-//         co_return total;
-//     }
-//
-// A concept, not a base class: the stream's own awaiter is inlined into the caller, so
-// code generic over streams costs nothing over code written for one of them.
-//
-// The contract, as TcpStream keeps it:
-//   - `co_await s.read(buf)` reads what is available, at least one byte unless `buf` is
-//     empty, and gives the count; 0 means end of stream. Errors throw std::system_error
-//     carrying the errno; a cancelled read throws eddy::OperationCancelled and has consumed
-//     nothing.
-//   - `co_await s.write(data)` writes some of `data`, at least one byte unless it is empty,
-//     and gives the count.
-//   - Buffers stay valid until the co_await returns.
+//! eddy/io/stream.hpp: what a byte stream is, for the code that works on any of them
+//! (io::BufReader, io::BufWriter, the frame codecs, tls::Stream).
+//!
+//!     template <eddy::io::AsyncReadStream S>
+//!     eddy::Task<std::size_t> count_bytes(S& s) {
+//!         std::array<std::byte, 4096> buf;
+//!         std::size_t total = 0;
+//!         while (std::size_t n = co_await s.read(buf)) total += n;
+//!         co_return total;
+//!     }
+//!
+//! A concept, not a base class: the stream's own awaiter is inlined into the caller, so
+//! code generic over streams costs nothing over code written for one of them.
+//!
+//! The contract, as TcpStream keeps it:
+//!   - `co_await s.read(buf)` reads what is available, at least one byte unless `buf` is
+//!     empty, and gives the count; 0 means end of stream. Errors throw std::system_error
+//!     carrying the errno; a cancelled read throws eddy::OperationCancelled and has consumed
+//!     nothing.
+//!   - `co_await s.write(data)` writes some of `data`, at least one byte unless it is empty,
+//!     and gives the count.
+//!   - Buffers stay valid until the co_await returns.
+//! @file
 #pragma once
 
 #include <concepts>

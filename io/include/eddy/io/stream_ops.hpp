@@ -1,14 +1,15 @@
-// eddy/io/stream_ops.hpp: the loops every user of a byte stream writes, once, for any stream
-// (eddy/io/stream.hpp):
-//
-//     co_await eddy::io::write_all(stream, bytes);   // until every byte is out
-//     co_await eddy::io::read_exact(stream, buf);    // until buf is full
-//
-// write_all uses the stream's own write_all when it has one (TcpStream's loops inside one
-// awaiter, without a coroutine frame per call); otherwise it calls write() until done.
-// Errors: the stream's; read_exact throws io::UnexpectedEof (ENODATA) when the stream ends
-// first, and write_all a std::system_error with EPIPE when a write takes nothing (a stream
-// that will never take the rest). After an error, how much went through is unknown.
+//! eddy/io/stream_ops.hpp: the loops every user of a byte stream writes, once, for any stream
+//! (eddy/io/stream.hpp):
+//!
+//!     co_await eddy::io::write_all(stream, bytes);   // until every byte is out
+//!     co_await eddy::io::read_exact(stream, buf);    // until buf is full
+//!
+//! write_all uses the stream's own write_all when it has one (TcpStream's loops inside one
+//! awaiter, without a coroutine frame per call); otherwise it calls write() until done.
+//! Errors: the stream's; read_exact throws io::UnexpectedEof (ENODATA) when the stream ends
+//! first, and write_all a std::system_error with EPIPE when a write takes nothing (a stream
+//! that will never take the rest). After an error, how much went through is unknown.
+//! @file
 #pragma once
 
 #include <cerrno>
@@ -24,6 +25,8 @@
 namespace eddy::io {
 
 template <AsyncWriteStream S>
+/// Writes all of `data` to `stream` (its own write_all when it has one); std::system_error
+/// with EPIPE if a write takes nothing.
 Task<void> write_all(S& stream, std::span<const std::byte> data) {
     if constexpr (requires { stream.write_all(data); }) {
         co_await stream.write_all(data);
@@ -37,6 +40,7 @@ Task<void> write_all(S& stream, std::span<const std::byte> data) {
 }
 
 template <AsyncReadStream S>
+/// Fills `buf` from `stream`; io::UnexpectedEof if the stream ends first.
 Task<void> read_exact(S& stream, std::span<std::byte> buf) {
     for (std::size_t got = 0; got < buf.size();) {
         const std::size_t n = co_await stream.read(buf.subspan(got));

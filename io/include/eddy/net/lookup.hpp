@@ -1,19 +1,20 @@
-// eddy/net/lookup.hpp: host names to addresses, through the system resolver.
-//
-//     std::vector<eddy::net::SocketAddr> addrs = co_await eddy::net::lookup_host("example.com:443");
-//     auto s = co_await eddy::net::TcpStream::connect("example.com:443");   // each in turn
-//
-// getaddrinfo(3) is the resolver a service on this machine already trusts: it reads
-// /etc/hosts, nsswitch.conf and resolv.conf, as every other program does. It blocks, so it
-// runs on the runtime's blocking pool (eddy::spawn_blocking), never on a worker; it cannot be
-// cancelled once started (the task still can: it then waits for the call to end). Numeric
-// addresses ("10.0.0.1:80", "[::1]:8080") never reach the resolver.
-//
-// Errors: a text that is not "host:port" or "[v6]:port" with a port of 0..65535 is
-// std::invalid_argument. A name that does not resolve is net::ResolveError, a
-// std::system_error in the "getaddrinfo" category (code().value() is the EAI_* value, the
-// message gai_strerror's; EAI_SYSTEM carries the errno in the system category instead), naming
-// the host.
+//! eddy/net/lookup.hpp: host names to addresses, through the system resolver.
+//!
+//!     std::vector<eddy::net::SocketAddr> addrs = co_await eddy::net::lookup_host("example.com:443");
+//!     auto s = co_await eddy::net::TcpStream::connect("example.com:443");   // each in turn
+//!
+//! getaddrinfo(3) is the resolver a service on this machine already trusts: it reads
+//! /etc/hosts, nsswitch.conf and resolv.conf, as every other program does. It blocks, so it
+//! runs on the runtime's blocking pool (eddy::spawn_blocking), never on a worker; it cannot be
+//! cancelled once started (the task still can: it then waits for the call to end). Numeric
+//! addresses ("10.0.0.1:80", "[::1]:8080") never reach the resolver.
+//!
+//! Errors: a text that is not "host:port" or "[v6]:port" with a port of 0..65535 is
+//! std::invalid_argument. A name that does not resolve is net::ResolveError, a
+//! std::system_error in the "getaddrinfo" category (code().value() is the EAI_* value, the
+//! message gai_strerror's; EAI_SYSTEM carries the errno in the system category instead), naming
+//! the host.
+//! @file
 #pragma once
 
 #include <cstdint>
@@ -30,8 +31,11 @@ namespace eddy::net {
 /// The category of getaddrinfo's EAI_* codes (name "getaddrinfo").
 const std::error_category& resolver_category() noexcept;
 
+/// A name that did not resolve: code() is the EAI_* value in resolver_category() (or the
+/// errno for EAI_SYSTEM), what() names the host.
 class ResolveError : public std::system_error {
 public:
+    /// The error `code` for `host`.
     ResolveError(std::error_code code, std::string host);
     /// The name that did not resolve.
     const std::string& host() const noexcept { return host_; }

@@ -1,15 +1,16 @@
-// eddy/net/tcp_stream.hpp: net::TcpStream, a connected TCP socket (IPv4 or IPv6).
-//
-//     auto s = co_await eddy::net::TcpStream::connect(eddy::net::SocketAddr::loopback_v4(port));
-//     co_await s.write_all(request);
-//     std::size_t n = co_await s.read(buf);        // 0: the peer closed its side
-//
-// Every operation suspends only the calling task. Errors are std::system_error carrying the
-// errno (ECONNREFUSED from connect, ECONNRESET from read, EPIPE from write after the peer
-// reset, ...). The socket closes on destruction; close() closes now and reports errors.
-// Buffers passed to read/write must stay valid until the co_await returns. A stop
-// requested on the optional std::stop_token cancels a pending operation: it throws
-// std::errc::operation_canceled once the kernel has let go of the buffer.
+//! eddy/net/tcp_stream.hpp: net::TcpStream, a connected TCP socket (IPv4 or IPv6).
+//!
+//!     auto s = co_await eddy::net::TcpStream::connect(eddy::net::SocketAddr::loopback_v4(port));
+//!     co_await s.write_all(request);
+//!     std::size_t n = co_await s.read(buf);        // 0: the peer closed its side
+//!
+//! Every operation suspends only the calling task. Errors are std::system_error carrying the
+//! errno (ECONNREFUSED from connect, ECONNRESET from read, EPIPE from write after the peer
+//! reset, ...). The socket closes on destruction; close() closes now and reports errors.
+//! Buffers passed to read/write must stay valid until the co_await returns. A stop
+//! requested on the optional std::stop_token cancels a pending operation: it throws
+//! std::errc::operation_canceled once the kernel has let go of the buffer.
+//! @file
 #pragma once
 
 #include <chrono>
@@ -38,6 +39,9 @@ struct TcpStreamNames {
 
 namespace eddy::net {
 
+/// A connected TCP socket (see the file comment). Move-only; closes on destruction.
+/// read, write, write_all, read_vectored and write_vectored come from its base (an
+/// io::AsyncStream): `co_await s.read(buf)` gives the bytes read, 0 at end of stream.
 class TcpStream : public eddy::detail::SocketStream<eddy::detail::TcpStreamNames> {
 public:
     /// Connects to `addr` (std::system_error: ECONNREFUSED, ENETUNREACH, ...).
@@ -57,6 +61,7 @@ public:
     /// Fills `buf` completely; std::system_error with ENODATA if the stream ends first.
     Task<void> read_exact(std::span<std::byte> buf);
 
+    /// Which direction shutdown() ends.
     enum class Shutdown { kRead = 0, kWrite = 1, kBoth = 2 };
     /// Shuts down one or both directions (shutdown(2)): after kWrite the peer reads 0.
     void shutdown(Shutdown how = Shutdown::kWrite);
@@ -67,22 +72,22 @@ public:
 
     /// TCP_NODELAY: send small writes at once instead of coalescing them (Nagle).
     void set_nodelay(bool on);
-    bool nodelay() const;
+    bool nodelay() const;  ///< TCP_NODELAY as set now
     /// SO_KEEPALIVE with TCP_KEEPIDLE/KEEPINTVL/KEEPCNT; std::nullopt turns it off.
     void set_keepalive(std::optional<Keepalive> keepalive);
-    std::optional<Keepalive> keepalive() const;
+    std::optional<Keepalive> keepalive() const;  ///< the keepalive as set now (std::nullopt: off)
     /// SO_LINGER: close() waits up to that long for unsent data (0: close() resets the
     /// connection at once); std::nullopt, the default: close() returns at once, the kernel
     /// sends the rest.
     void set_linger(std::optional<std::chrono::seconds> linger);
-    std::optional<std::chrono::seconds> linger() const;
+    std::optional<std::chrono::seconds> linger() const;  ///< SO_LINGER as set now (std::nullopt: off)
     /// SO_SNDBUF / SO_RCVBUF (see eddy/net/socket_options.hpp for what the kernel reports).
     void set_send_buffer_size(int bytes);
-    int send_buffer_size() const;
-    void set_recv_buffer_size(int bytes);
-    int recv_buffer_size() const;
-    SocketAddr peer_address() const;
-    SocketAddr local_address() const;
+    int send_buffer_size() const;  ///< SO_SNDBUF as the kernel reports it
+    void set_recv_buffer_size(int bytes);  ///< SO_RCVBUF (see set_send_buffer_size)
+    int recv_buffer_size() const;  ///< SO_RCVBUF as the kernel reports it
+    SocketAddr peer_address() const;  ///< the peer's address (std::system_error ENOTCONN once it is gone)
+    SocketAddr local_address() const;  ///< the address this end is bound to
 };
 
 static_assert(io::AsyncStream<TcpStream>);

@@ -1,13 +1,14 @@
-// eddy/net/udp_socket.hpp: net::UdpSocket, a datagram socket (IPv4 or IPv6).
-//
-//     auto sock = eddy::net::UdpSocket::bind(eddy::net::SocketAddr::loopback_v4(0));
-//     co_await sock.send_to(bytes, peer);
-//     auto got = co_await sock.recv_from(buf);   // got.size, got.from, got.truncated
-//     sock.connect(peer);  co_await sock.send(bytes);  co_await sock.recv(buf);
-//
-// A datagram longer than the buffer is cut to it, and `truncated` says so. Errors are
-// std::system_error carrying the errno (on a connected socket, ECONNREFUSED from a send or
-// receive after the peer's port answered with ICMP "port unreachable").
+//! eddy/net/udp_socket.hpp: net::UdpSocket, a datagram socket (IPv4 or IPv6).
+//!
+//!     auto sock = eddy::net::UdpSocket::bind(eddy::net::SocketAddr::loopback_v4(0));
+//!     co_await sock.send_to(bytes, peer);
+//!     auto got = co_await sock.recv_from(buf);   // got.size, got.from, got.truncated
+//!     sock.connect(peer);  co_await sock.send(bytes);  co_await sock.recv(buf);
+//!
+//! A datagram longer than the buffer is cut to it, and `truncated` says so. Errors are
+//! std::system_error carrying the errno (on a connected socket, ECONNREFUSED from a send or
+//! receive after the peer's port answered with ICMP "port unreachable").
+//! @file
 #pragma once
 
 #include <cstddef>
@@ -20,12 +21,14 @@
 
 namespace eddy::net {
 
+/// A UDP socket, IPv4 or IPv6 (see the file comment). Move-only; closes on destruction.
 class UdpSocket {
 public:
+    /// What one receive got.
     struct Received {
-        std::size_t size;  // bytes stored in the buffer
-        SocketAddr from;
-        bool truncated = false;  // the datagram was longer than the buffer
+        std::size_t size;  ///< bytes stored in the buffer
+        SocketAddr from;  ///< the sender
+        bool truncated = false;  ///< the datagram was longer than the buffer
     };
 
     /// std::system_error on failure (EADDRINUSE, ...).
@@ -42,12 +45,12 @@ public:
     /// One datagram from the connected peer (or anyone, if not connected).
     Task<Received> recv(std::span<std::byte> buf, std::stop_token token = {}) { return recv_from(buf, std::move(token)); }
 
-    SocketAddr local_address() const;
+    SocketAddr local_address() const;  ///< the address it is bound to (with the port the kernel chose for port 0)
     /// Closes the socket. A recv_from pending in another task is not woken by this (an
     /// operation in flight keeps the socket alive in the kernel): cancel it through its
     /// stop_token first.
     void close() { fd_.close(); }
-    int native_handle() const noexcept { return fd_.get(); }
+    int native_handle() const noexcept { return fd_.get(); }  ///< the socket's descriptor, still owned by this object
 
 private:
     explicit UdpSocket(io::FileDescriptor fd) noexcept : fd_(std::move(fd)) {}

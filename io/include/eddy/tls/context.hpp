@@ -1,18 +1,19 @@
-// eddy/tls/context.hpp: tls::Context, the settings shared by the TLS streams of one side of
-// a service (OpenSSL's SSL_CTX: role, trust store, certificate and key, ALPN, versions).
-//
-//     auto client = eddy::tls::Context::client();                 // system CAs, verification on
-//     auto server = eddy::tls::Context::server("cert.pem", "key.pem");
-//     server.set_alpn({"h2", "http/1.1"});
-//
-// A copyable handle: copies share one SSL_CTX (reference-counted), and every Stream keeps the
-// one it was made with alive. Configure it before the first stream uses it; after that it is
-// only read, from any thread. Failures throw tls::Error with errc::setup (OpenSSL's reason
-// in the message: "No such file or directory", "key values mismatch", ...).
-//
-// Defaults: TLS 1.2 at least (OpenSSL's own cipher choice); a client verifies the server's
-// certificate against the system's trust store (and the name given to connect()); a server
-// asks for no client certificate.
+//! eddy/tls/context.hpp: tls::Context, the settings shared by the TLS streams of one side of
+//! a service (OpenSSL's SSL_CTX: role, trust store, certificate and key, ALPN, versions).
+//!
+//!     auto client = eddy::tls::Context::client();                 // system CAs, verification on
+//!     auto server = eddy::tls::Context::server("cert.pem", "key.pem");
+//!     server.set_alpn({"h2", "http/1.1"});
+//!
+//! A copyable handle: copies share one SSL_CTX (reference-counted), and every Stream keeps the
+//! one it was made with alive. Configure it before the first stream uses it; after that it is
+//! only read, from any thread. Failures throw tls::Error with errc::setup (OpenSSL's reason
+//! in the message: "No such file or directory", "key values mismatch", ...).
+//!
+//! Defaults: TLS 1.2 at least (OpenSSL's own cipher choice); a client verifies the server's
+//! certificate against the system's trust store (and the name given to connect()); a server
+//! asks for no client certificate.
+//! @file
 #pragma once
 
 #include <memory>
@@ -23,8 +24,11 @@ struct ssl_ctx_st;  // OpenSSL's SSL_CTX: no OpenSSL header is needed to use edd
 
 namespace eddy::tls {
 
+/// A TLS protocol version, for the lowest one a Context accepts.
 enum class Version { kTls12, kTls13 };
 
+/// The settings shared by the TLS streams of one side of a connection: certificates, trust,
+/// versions, ALPN (see the file comment). Copyable; copies share one SSL_CTX.
 class Context {
 public:
     /// A client context: peer verification ON, against the system's default CA paths
@@ -47,7 +51,7 @@ public:
 
     /// The SSL_CTX, for settings this class does not cover (cast to SSL_CTX*).
     ssl_ctx_st* native_handle() const noexcept;
-    bool is_server() const noexcept;
+    bool is_server() const noexcept;  ///< made by Context::server(), not client()
 
 private:
     struct State;

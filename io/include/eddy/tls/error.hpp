@@ -1,16 +1,17 @@
-// eddy/tls/error.hpp: tls::Error, how a TLS failure reaches the awaiting task, and
-// tls::errc, what kind of failure it was.
-//
-//     try {
-//         auto s = co_await eddy::tls::Stream<eddy::net::TcpStream>::connect(ctx, std::move(tcp), "example.com");
-//     } catch (const eddy::tls::Error& e) {
-//         if (e.code() == eddy::tls::errc::certificate) ...   // e.what(): "...: certificate verify
-//     }                                                       // failed: self-signed certificate: ..."
-//
-// A tls::Error is a std::system_error in the "tls" category; its message carries OpenSSL's
-// own reason (taken from the thread's OpenSSL error queue, which is then left empty). Errors
-// of the stream below TLS (ECONNRESET, EPIPE, ...) are not translated: they stay
-// std::system_error with the errno, and a cancelled operation throws eddy::OperationCancelled.
+//! eddy/tls/error.hpp: tls::Error, how a TLS failure reaches the awaiting task, and
+//! tls::errc, what kind of failure it was.
+//!
+//!     try {
+//!         auto s = co_await eddy::tls::Stream<eddy::net::TcpStream>::connect(ctx, std::move(tcp), "example.com");
+//!     } catch (const eddy::tls::Error& e) {
+//!         if (e.code() == eddy::tls::errc::certificate) ...   // e.what(): "...: certificate verify
+//!     }                                                       // failed: self-signed certificate: ..."
+//!
+//! A tls::Error is a std::system_error in the "tls" category; its message carries OpenSSL's
+//! own reason (taken from the thread's OpenSSL error queue, which is then left empty). Errors
+//! of the stream below TLS (ECONNRESET, EPIPE, ...) are not translated: they stay
+//! std::system_error with the errno, and a cancelled operation throws eddy::OperationCancelled.
+//! @file
 #pragma once
 
 #include <string>
@@ -39,12 +40,14 @@ enum class errc {
 /// The "tls" error category.
 const std::error_category& category() noexcept;
 
+/// Makes tls::errc usable as a std::error_code (`e.code() == tls::errc::certificate`).
 inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), category()}; }
 
 /// A TLS failure: code() is one of tls::errc in tls::category(); what() says where, OpenSSL's
 /// reason, and the kind.
 class Error : public std::system_error {
 public:
+    /// An error of kind `e`; `what` says where, with OpenSSL's reason.
     Error(errc e, const std::string& what) : std::system_error(make_error_code(e), what) {}
 };
 

@@ -1,40 +1,41 @@
-// eddy/tls/stream.hpp: tls::Stream<S>, TLS over any byte stream S (a net::TcpStream, or
-// anything meeting io::AsyncStream), itself an io::AsyncStream, so a BufReader or a codec
-// sits on it as on a socket.
-//
-//     auto ctx = eddy::tls::Context::client();
-//     auto tcp = co_await eddy::net::TcpStream::connect(addr);
-//     auto s = co_await eddy::tls::Stream<eddy::net::TcpStream>::connect(ctx, std::move(tcp), "example.com");
-//     co_await s.write_all(request);
-//     std::size_t n = co_await s.read(buf);   // 0: the peer closed cleanly (close_notify)
-//     co_await s.shutdown();                  // our close_notify
-//
-// OpenSSL runs on memory BIOs (detail::Engine, a .cpp): every byte goes through S, so eddy's
-// sockets, errors and cancellation apply unchanged. The client verifies the server's
-// certificate (the Context's CAs) and that it is for `server_name` (a host name, sent as SNI
-// too, or an IP address, checked against the certificate's IP entries).
-//
-// Errors: tls::Error (eddy/tls/error.hpp) for TLS failures: errc::certificate (rejected
-// certificate or name), errc::protocol (alerts, bad records, no common version),
-// errc::truncated (the peer closed without close_notify: never a silent 0). Errors of S
-// (ECONNRESET, EPIPE, ...) pass through as std::system_error with the errno. After a TLS
-// failure the session is dead: every later read/write throws the same error.
-//
-// Concurrency: one read at a time (reads share one input buffer), while writes and shutdown
-// run from any number of tasks: they take turns under an eddy::Mutex, so each call's records
-// leave whole, in the order the calls got it. Call from tasks on a runtime's workers.
-// Buffers must stay valid until the co_await returns; the Stream must not be moved or
-// destroyed while an operation is pending.
-//
-// Cancellation (the awaiting task's, as for every eddy operation): the operation throws
-// eddy::OperationCancelled. A cancelled read has consumed nothing: reading may go on. A
-// cancelled write may have handed its bytes to TLS already (encrypted, queued): they then go
-// out first with the next write, write_all or shutdown, so the stream stays consistent, but
-// the caller cannot know whether that call's data will be sent. A cancelled connect or
-// accept leaves nothing (drop S).
-//
-// Closing: shutdown() sends close_notify and leaves S open (the peer's own close_notify is
-// read() == 0); close() closes S without close_notify; the destructor sends nothing.
+//! eddy/tls/stream.hpp: tls::Stream<S>, TLS over any byte stream S (a net::TcpStream, or
+//! anything meeting io::AsyncStream), itself an io::AsyncStream, so a BufReader or a codec
+//! sits on it as on a socket.
+//!
+//!     auto ctx = eddy::tls::Context::client();
+//!     auto tcp = co_await eddy::net::TcpStream::connect(addr);
+//!     auto s = co_await eddy::tls::Stream<eddy::net::TcpStream>::connect(ctx, std::move(tcp), "example.com");
+//!     co_await s.write_all(request);
+//!     std::size_t n = co_await s.read(buf);   // 0: the peer closed cleanly (close_notify)
+//!     co_await s.shutdown();                  // our close_notify
+//!
+//! OpenSSL runs on memory BIOs (detail::Engine, a .cpp): every byte goes through S, so eddy's
+//! sockets, errors and cancellation apply unchanged. The client verifies the server's
+//! certificate (the Context's CAs) and that it is for `server_name` (a host name, sent as SNI
+//! too, or an IP address, checked against the certificate's IP entries).
+//!
+//! Errors: tls::Error (eddy/tls/error.hpp) for TLS failures: errc::certificate (rejected
+//! certificate or name), errc::protocol (alerts, bad records, no common version),
+//! errc::truncated (the peer closed without close_notify: never a silent 0). Errors of S
+//! (ECONNRESET, EPIPE, ...) pass through as std::system_error with the errno. After a TLS
+//! failure the session is dead: every later read/write throws the same error.
+//!
+//! Concurrency: one read at a time (reads share one input buffer), while writes and shutdown
+//! run from any number of tasks: they take turns under an eddy::Mutex, so each call's records
+//! leave whole, in the order the calls got it. Call from tasks on a runtime's workers.
+//! Buffers must stay valid until the co_await returns; the Stream must not be moved or
+//! destroyed while an operation is pending.
+//!
+//! Cancellation (the awaiting task's, as for every eddy operation): the operation throws
+//! eddy::OperationCancelled. A cancelled read has consumed nothing: reading may go on. A
+//! cancelled write may have handed its bytes to TLS already (encrypted, queued): they then go
+//! out first with the next write, write_all or shutdown, so the stream stays consistent, but
+//! the caller cannot know whether that call's data will be sent. A cancelled connect or
+//! accept leaves nothing (drop S).
+//!
+//! Closing: shutdown() sends close_notify and leaves S open (the peer's own close_notify is
+//! read() == 0); close() closes S without close_notify; the destructor sends nothing.
+//! @file
 #pragma once
 
 #include <algorithm>
@@ -58,6 +59,8 @@
 namespace eddy::tls {
 
 template <io::AsyncStream S>
+/// TLS over the byte stream S, which the Stream owns (see the file comment); itself an
+/// io::AsyncStream. Move-only.
 class Stream {
     using Engine = detail::Engine;
     using Status = Engine::Status;
@@ -80,7 +83,10 @@ public:
         co_return s;
     }
 
+    /// Moves the session and the stream below; the moved-from Stream may only be destroyed or
+    /// assigned to.
     Stream(Stream&&) noexcept = default;
+    /// Moves the session and the stream below, dropping this one's without close_notify.
     Stream& operator=(Stream&&) noexcept = default;
 
     /// Reads what is available (at least one byte unless `buf` is empty); 0 once the peer
@@ -115,6 +121,7 @@ public:
                                         "eddy::tls::Stream::write_all");
         co_return data.size();
     }
+    /// write_all of the text's bytes.
     Task<std::size_t> write_all(std::string_view text) { return write_all(std::as_bytes(std::span(text))); }
 
     /// Sends close_notify (after anything still queued): the peer reads end of stream. S stays
@@ -137,7 +144,7 @@ public:
 
     /// The stream below (its address, options; writing to it corrupts the session).
     S& next_layer() noexcept { return stream_; }
-    const S& next_layer() const noexcept { return stream_; }
+    const S& next_layer() const noexcept { return stream_; }  ///< the stream below, read-only
     /// The ALPN protocol agreed on in the handshake ("" if none).
     std::string alpn_protocol() const { return engine_->alpn_protocol(); }
 

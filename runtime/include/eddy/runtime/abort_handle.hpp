@@ -1,28 +1,29 @@
-// eddy/runtime/abort_handle.hpp: aborting a spawned task from outside it.
-//
-//     eddy::JoinHandle<void> h = eddy::spawn_abortable(serve(std::move(conn)));
-//     eddy::AbortHandle stop = h.abort_handle();   // copyable; may outlive the task
-//     ...
-//     stop.abort();                                // from any thread
-//     co_await std::move(h);                       // throws eddy::TaskAborted
-//
-// What abort does: the task's cancellation (eddy/tasks/cancellation.hpp) is requested, so
-// whatever it is suspended on now, or suspends on next, throws eddy::OperationCancelled
-// (after the operation let go of its buffer, as for any cancellation), and the task unwinds.
-// Computation is not interrupted: a long loop reaches `this_task::check_cancelled()`.
-// The handle then reports the task as aborted: awaiting it throws eddy::TaskAborted if the
-// task ended by an exception, and gives the value if it returned anyway (it reached no
-// cancellation point). Aborting a task that has finished is a no-op (its result stands);
-// aborting twice is the same as once. A detached aborted task's exception is not reported to
-// `on_unhandled_exception`: its owner asked for it to stop.
-//
-// Why opt-in (spawn_abortable, not every spawn): a task that can be aborted must register
-// its cancellation at every wait (a StopCallback: a few atomic operations), and owns
-// one more allocation (this state). Plain `eddy::spawn` tasks skip both; they remain
-// uncancellable, as before. JoinSet spawns abortable tasks.
-//
-// Who may call what: AbortHandle::abort() from any thread, any time (also after the task and
-// its runtime are gone: then it does nothing).
+//! eddy/runtime/abort_handle.hpp: aborting a spawned task from outside it.
+//!
+//!     eddy::JoinHandle<void> h = eddy::spawn_abortable(serve(std::move(conn)));
+//!     eddy::AbortHandle stop = h.abort_handle();   // copyable; may outlive the task
+//!     ...
+//!     stop.abort();                                // from any thread
+//!     co_await std::move(h);                       // throws eddy::TaskAborted
+//!
+//! What abort does: the task's cancellation (eddy/tasks/cancellation.hpp) is requested, so
+//! whatever it is suspended on now, or suspends on next, throws eddy::OperationCancelled
+//! (after the operation let go of its buffer, as for any cancellation), and the task unwinds.
+//! Computation is not interrupted: a long loop reaches `this_task::check_cancelled()`.
+//! The handle then reports the task as aborted: awaiting it throws eddy::TaskAborted if the
+//! task ended by an exception, and gives the value if it returned anyway (it reached no
+//! cancellation point). Aborting a task that has finished is a no-op (its result stands);
+//! aborting twice is the same as once. A detached aborted task's exception is not reported to
+//! `on_unhandled_exception`: its owner asked for it to stop.
+//!
+//! Why opt-in (spawn_abortable, not every spawn): a task that can be aborted must register
+//! its cancellation at every wait (a StopCallback: a few atomic operations), and owns
+//! one more allocation (this state). Plain `eddy::spawn` tasks skip both; they remain
+//! uncancellable, as before. JoinSet spawns abortable tasks.
+//!
+//! Who may call what: AbortHandle::abort() from any thread, any time (also after the task and
+//! its runtime are gone: then it does nothing).
+//! @file
 #pragma once
 
 #include <cassert>
@@ -104,10 +105,13 @@ inline AbortState* abort_state_of(FrameHeader* h) noexcept {
 class AbortHandle {
 public:
     AbortHandle() noexcept = default;
+    /// Copies share the task: any of them can abort it.
     AbortHandle(const AbortHandle& o) noexcept : state_(o.state_) {
         if (state_ != nullptr) state_->retain();
     }
+    /// Moves the handle; `o` is left empty.
     AbortHandle(AbortHandle&& o) noexcept : state_(std::exchange(o.state_, nullptr)) {}
+    /// Lets go of this handle's task and takes `o`'s.
     AbortHandle& operator=(AbortHandle o) noexcept {
         std::swap(state_, o.state_);
         return *this;
@@ -122,6 +126,7 @@ public:
     }
     /// True when abort() reached the task before it finished.
     bool aborted() const noexcept { return state_ != nullptr && state_->aborted(); }
+    /// False for a default-constructed or moved-from handle (whose abort() does nothing).
     bool valid() const noexcept { return state_ != nullptr; }
 
 private:

@@ -1,29 +1,30 @@
-// eddy/runtime/barrier.hpp: Barrier, a reusable rendezvous of a fixed number of tasks
-// (std::barrier without a completion function, asynchronous; Tokio's sync::Barrier).
-//
-//     eddy::Barrier b(4);
-//     ... in each of 4 tasks, as often as they like:
-//     eddy::BarrierResult r = co_await b.arrive_and_wait();  // suspends until 4 have arrived
-//     if (r.is_leader()) { ... }                              // exactly one of the 4
-//
-// Generations: the tasks that arrive form the current generation. The n-th arrival completes
-// it: it returns at once, and every other task of the generation is woken; the barrier is then
-// empty and the next arrivals form the next generation (generation() counts the completed
-// ones). The task whose arrival completed the generation is its leader: is_leader() is true for
-// it, and for it alone. Woken tasks are queued on a worker of the runtime they awaited from
-// (the leader's own worker when that is the same runtime), in the order they arrived; none is
-// resumed inline.
-//
-// Who may call what: `co_await b.arrive_and_wait()` only from a task on a runtime worker
-// (eddy::WrongThread otherwise; nothing arrives); parties, generation and waiting from any
-// thread. Barrier(0) throws std::invalid_argument. The Barrier must outlive its waiters.
-//
-// Cancellation (eddy/tasks/cancellation.hpp): a task cancelled while it waits withdraws its
-// arrival and resumes with eddy::OperationCancelled: the generation still needs n arrivals
-// (so no generation completes with fewer than n tasks there to see it). If the generation
-// completed before the cancel took effect, the task resumes normally with its result. Awaiting
-// with a stopped token throws at once and does not arrive. A frame destroyed while it waits
-// (runtime shutdown) withdraws its arrival too.
+//! eddy/runtime/barrier.hpp: Barrier, a reusable rendezvous of a fixed number of tasks
+//! (std::barrier without a completion function, asynchronous; Tokio's sync::Barrier).
+//!
+//!     eddy::Barrier b(4);
+//!     ... in each of 4 tasks, as often as they like:
+//!     eddy::BarrierResult r = co_await b.arrive_and_wait();  // suspends until 4 have arrived
+//!     if (r.is_leader()) { ... }                              // exactly one of the 4
+//!
+//! Generations: the tasks that arrive form the current generation. The n-th arrival completes
+//! it: it returns at once, and every other task of the generation is woken; the barrier is then
+//! empty and the next arrivals form the next generation (generation() counts the completed
+//! ones). The task whose arrival completed the generation is its leader: is_leader() is true for
+//! it, and for it alone. Woken tasks are queued on a worker of the runtime they awaited from
+//! (the leader's own worker when that is the same runtime), in the order they arrived; none is
+//! resumed inline.
+//!
+//! Who may call what: `co_await b.arrive_and_wait()` only from a task on a runtime worker
+//! (eddy::WrongThread otherwise; nothing arrives); parties, generation and waiting from any
+//! thread. Barrier(0) throws std::invalid_argument. The Barrier must outlive its waiters.
+//!
+//! Cancellation (eddy/tasks/cancellation.hpp): a task cancelled while it waits withdraws its
+//! arrival and resumes with eddy::OperationCancelled: the generation still needs n arrivals
+//! (so no generation completes with fewer than n tasks there to see it). If the generation
+//! completed before the cancel took effect, the task resumes normally with its result. Awaiting
+//! with a stopped token throws at once and does not arrive. A frame destroyed while it waits
+//! (runtime shutdown) withdraws its arrival too.
+//! @file
 #pragma once
 
 #include <cstddef>
@@ -48,6 +49,8 @@ private:
     bool leader_;
 };
 
+/// A reusable rendezvous of a fixed number of tasks: each generation completes when that
+/// many have arrived (see the file comment).
 class Barrier {
 public:
     /// `parties` tasks complete a generation. Throws std::invalid_argument when it is 0.
@@ -55,11 +58,13 @@ public:
     Barrier(const Barrier&) = delete;
     Barrier& operator=(const Barrier&) = delete;
 
+    /// What arrive_and_wait() returns; `co_await` it for the BarrierResult.
     class [[nodiscard]] Awaiter : public detail::WaitAwaiter<Awaiter> {
     public:
         static constexpr const char* kWhat = "co_await on eddy::Barrier::arrive_and_wait()";
         static constexpr const char* kCancelled = "eddy::Barrier::arrive_and_wait: the wait was cancelled";
 
+        /// Made by arrive_and_wait().
         explicit Awaiter(Barrier& b) noexcept : WaitAwaiter(b.waiters_), barrier_(b) {}
         Awaiter(Awaiter&&) = delete;
         /// Lock held: arrives. The waiters are this generation's other arrivals, so this one

@@ -1,37 +1,38 @@
-// eddy/runtime/channel.hpp: Channel<T>, a bounded multi-producer multi-consumer queue
-// between tasks (Tokio's mpsc::channel, with any number of receivers too).
-//
-//     eddy::Channel<int> ch(16);                   // capacity 16; share it by reference
-//     co_await ch.send(42);                        // suspends while the channel is full
-//     std::optional<int> v = co_await ch.receive(); // suspends while it is empty
-//     ch.close();                                   // no more sends; receivers drain, then nullopt
-//
-// Semantics:
-//   * FIFO: values come out in the order they went in; suspended senders and receivers are
-//     served in the order they started waiting. A send to a waiting receiver hands the value
-//     over directly; a receive that frees a slot moves the first waiting sender's value into
-//     the buffer and lets that sender go on.
-//   * close() (idempotent, any thread): later sends throw eddy::ChannelClosed, and so do the
-//     senders waiting at that moment (their values are not sent). Receivers first drain what
-//     is buffered, then get std::nullopt (end of stream); receivers waiting at the close get
-//     std::nullopt at once (they only wait while the buffer is empty).
-//   * A woken task is queued on a worker of the runtime it awaited from (the waker's own
-//     worker when that is the same runtime), never resumed inline.
-//   * T must be movable; its moves should not throw (values move in and out of the buffer
-//     under the channel's lock).
-//   * One SpinLock per channel and a ring buffer allocated once: no allocation per message.
-//
-// Who may call what: `co_await ch.send(v)` and `co_await ch.receive()` only from a task on a
-// runtime worker (eddy::WrongThread otherwise); try_send, try_receive, close, is_closed, size
-// and capacity from any thread. Not copyable or movable: share it by reference or through a
-// shared_ptr. It must outlive every task that uses it. Channel(0) throws
-// std::invalid_argument.
-//
-// Cancellation (eddy/tasks/cancellation.hpp): a send or receive cancelled while waiting
-// resumes with eddy::OperationCancelled and has no effect: a cancelled send sends nothing, a
-// cancelled receive consumes nothing. If the operation completed before the cancel took
-// effect (the value was handed over), it returns normally instead. Awaiting with a stopped
-// token throws at once, even if the operation could complete.
+//! eddy/runtime/channel.hpp: Channel<T>, a bounded multi-producer multi-consumer queue
+//! between tasks (Tokio's mpsc::channel, with any number of receivers too).
+//!
+//!     eddy::Channel<int> ch(16);                   // capacity 16; share it by reference
+//!     co_await ch.send(42);                        // suspends while the channel is full
+//!     std::optional<int> v = co_await ch.receive(); // suspends while it is empty
+//!     ch.close();                                   // no more sends; receivers drain, then nullopt
+//!
+//! Semantics:
+//!   * FIFO: values come out in the order they went in; suspended senders and receivers are
+//!     served in the order they started waiting. A send to a waiting receiver hands the value
+//!     over directly; a receive that frees a slot moves the first waiting sender's value into
+//!     the buffer and lets that sender go on.
+//!   * close() (idempotent, any thread): later sends throw eddy::ChannelClosed, and so do the
+//!     senders waiting at that moment (their values are not sent). Receivers first drain what
+//!     is buffered, then get std::nullopt (end of stream); receivers waiting at the close get
+//!     std::nullopt at once (they only wait while the buffer is empty).
+//!   * A woken task is queued on a worker of the runtime it awaited from (the waker's own
+//!     worker when that is the same runtime), never resumed inline.
+//!   * T must be movable; its moves should not throw (values move in and out of the buffer
+//!     under the channel's lock).
+//!   * One SpinLock per channel and a ring buffer allocated once: no allocation per message.
+//!
+//! Who may call what: `co_await ch.send(v)` and `co_await ch.receive()` only from a task on a
+//! runtime worker (eddy::WrongThread otherwise); try_send, try_receive, close, is_closed, size
+//! and capacity from any thread. Not copyable or movable: share it by reference or through a
+//! shared_ptr. It must outlive every task that uses it. Channel(0) throws
+//! std::invalid_argument.
+//!
+//! Cancellation (eddy/tasks/cancellation.hpp): a send or receive cancelled while waiting
+//! resumes with eddy::OperationCancelled and has no effect: a cancelled send sends nothing, a
+//! cancelled receive consumes nothing. If the operation completed before the cancel took
+//! effect (the value was handed over), it returns normally instead. Awaiting with a stopped
+//! token throws at once, even if the operation could complete.
+//! @file
 #pragma once
 
 #include <cstddef>
@@ -50,10 +51,13 @@
 namespace eddy {
 
 template <class T>
+/// A bounded multi-producer multi-consumer FIFO queue of T between tasks: senders wait
+/// while it is full, receivers while it is empty (see the file comment).
 class Channel {
     static_assert(std::is_move_constructible_v<T>, "eddy::Channel<T>: T must be move-constructible");
 
 public:
+    /// A channel that buffers up to `capacity` values; std::invalid_argument if it is 0.
     explicit Channel(std::size_t capacity) : capacity_(checked(capacity)), slots_(new Slot[capacity_]) {}
     Channel(const Channel&) = delete;
     Channel& operator=(const Channel&) = delete;
@@ -61,11 +65,13 @@ public:
         while (count_ != 0) pop_locked();
     }
 
+    /// What send() returns; `co_await` it (it delivers nothing otherwise).
     class [[nodiscard]] SendAwaiter : public detail::WaitAwaiter<SendAwaiter> {
     public:
         static constexpr const char* kWhat = "co_await on eddy::Channel::send()";
         static constexpr const char* kCancelled = "eddy::Channel::send: the wait was cancelled";
 
+        /// Made by send(); holds `value` until a receiver or a slot takes it.
         SendAwaiter(Channel& ch, T value) noexcept(std::is_nothrow_move_constructible_v<T>)
             : detail::WaitAwaiter<SendAwaiter>(ch.senders_), ch_(ch), value_(std::move(value)) {}
         SendAwaiter(const SendAwaiter&) = delete;
@@ -92,11 +98,13 @@ public:
         bool closed_ = false;  // set under the lock, before the grant
     };
 
+    /// What receive() returns; `co_await` it.
     class [[nodiscard]] ReceiveAwaiter : public detail::WaitAwaiter<ReceiveAwaiter> {
     public:
         static constexpr const char* kWhat = "co_await on eddy::Channel::receive()";
         static constexpr const char* kCancelled = "eddy::Channel::receive: the wait was cancelled";
 
+        /// Made by receive().
         explicit ReceiveAwaiter(Channel& ch) noexcept : detail::WaitAwaiter<ReceiveAwaiter>(ch.receivers_), ch_(ch) {}
         ReceiveAwaiter(const ReceiveAwaiter&) = delete;
         ReceiveAwaiter& operator=(const ReceiveAwaiter&) = delete;
@@ -178,6 +186,7 @@ public:
         wakes.wake_all();
     }
 
+    /// True once close() was called (values may still be buffered).
     bool is_closed() const noexcept {
         std::lock_guard guard(lock_);
         return closed_;
@@ -187,6 +196,7 @@ public:
         std::lock_guard guard(lock_);
         return count_;
     }
+    /// The capacity it was made with.
     std::size_t capacity() const noexcept { return capacity_; }
 
 private:

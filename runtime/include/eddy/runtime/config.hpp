@@ -1,25 +1,26 @@
-// eddy/runtime/config.hpp: RuntimeConfig, how a Runtime is sized and wired.
-//
-// Every field has a default and an environment variable that RuntimeConfig::from_env() reads.
-// The Runtime constructor validates the fields: a value out of range throws
-// std::invalid_argument naming the field and the accepted range. from_env() throws the same
-// naming the variable, the rejected value and the accepted range.
-//
-// Precedence, in one sentence: the program's values win, and the environment is read in one
-// place only, RuntimeConfig::from_env(base), which applies the EDDY_* variables that are set
-// over `base`, so a Runtime built without from_env() reads no environment at all (Tokio: a
-// value given to the runtime Builder wins over TOKIO_WORKER_THREADS; Tokio does read that
-// variable when the Builder is given no worker count, eddy reads nothing unless asked).
-// A program that calls from_env() lets the operator override it; a value it sets on the
-// result afterwards wins again (a command-line flag over the environment):
-//
-//     eddy::Runtime rt;                                                    // defaults; no EDDY_* read
-//     eddy::Runtime rt(eddy::RuntimeConfig{.workers = 1});                 // 1, whatever EDDY_WORKERS says
-//     eddy::Runtime rt(eddy::RuntimeConfig::from_env());                  // defaults + EDDY_*
-//     eddy::Runtime rt(eddy::RuntimeConfig::from_env({.workers = 2, .thread_name_prefix = "svc"}));
-//                                                                          // EDDY_WORKERS, when set, over 2
-//     auto c = eddy::RuntimeConfig::from_env();
-//     if (flag) c.workers = *flag;                                         // --workers over EDDY_WORKERS
+//! eddy/runtime/config.hpp: RuntimeConfig, how a Runtime is sized and wired.
+//!
+//! Every field has a default and an environment variable that RuntimeConfig::from_env() reads.
+//! The Runtime constructor validates the fields: a value out of range throws
+//! std::invalid_argument naming the field and the accepted range. from_env() throws the same
+//! naming the variable, the rejected value and the accepted range.
+//!
+//! Precedence, in one sentence: the program's values win, and the environment is read in one
+//! place only, RuntimeConfig::from_env(base), which applies the EDDY_* variables that are set
+//! over `base`, so a Runtime built without from_env() reads no environment at all (Tokio: a
+//! value given to the runtime Builder wins over TOKIO_WORKER_THREADS; Tokio does read that
+//! variable when the Builder is given no worker count, eddy reads nothing unless asked).
+//! A program that calls from_env() lets the operator override it; a value it sets on the
+//! result afterwards wins again (a command-line flag over the environment):
+//!
+//!     eddy::Runtime rt;                                                    // defaults; no EDDY_* read
+//!     eddy::Runtime rt(eddy::RuntimeConfig{.workers = 1});                 // 1, whatever EDDY_WORKERS says
+//!     eddy::Runtime rt(eddy::RuntimeConfig::from_env());                  // defaults + EDDY_*
+//!     eddy::Runtime rt(eddy::RuntimeConfig::from_env({.workers = 2, .thread_name_prefix = "svc"}));
+//!                                                                          // EDDY_WORKERS, when set, over 2
+//!     auto c = eddy::RuntimeConfig::from_env();
+//!     if (flag) c.workers = *flag;                                         // --workers over EDDY_WORKERS
+//! @file
 #pragma once
 
 #include <chrono>
@@ -48,6 +49,10 @@ enum class ClockMode {
     manual,  ///< virtual, moved by advance() only
 };
 
+/// How a Runtime is sized and wired. Aggregate: set the fields you want
+/// (`RuntimeConfig{.workers = 2}`), the rest keep their defaults. The Runtime constructor
+/// validates it (std::invalid_argument naming the field and the accepted range); only
+/// from_env() reads the environment.
 struct RuntimeConfig {
     /// Worker threads, 1..1024. Unset: the CPUs this process may use (affinity mask and
     /// cgroup CPU quota respected). EDDY_WORKERS (through from_env() only, see above).
@@ -60,7 +65,7 @@ struct RuntimeConfig {
     unsigned ring_entries = 1024;
 
     /// Thread names: "<prefix>-worker-N" and "<prefix>-reactor", cut to the 15 bytes Linux
-    /// keeps (what `top -H`, `ps -L` and /proc/<pid>/task/*/comm show): a name stays whole
+    /// keeps (what `top -H`, `ps -L` and `/proc/<pid>/task/*/comm` show): a name stays whole
     /// while the prefix's length + 8 + the digits of the worker's index is at most 15 ("eddy"
     /// keeps eddy-worker-0 to eddy-worker-999 whole). Not empty. Default "eddy";
     /// EDDY_THREAD_NAME.
@@ -82,12 +87,12 @@ struct RuntimeConfig {
     /// EDDY_STACK_SIZE: bytes, or a number with a K, M or G suffix (binary: 256K = 262144).
     std::size_t stack_size = 0;
 
-    /// Run on every worker thread and on the reactor thread: on_thread_start once the thread is
+    /// on_thread_start and on_thread_stop run on every worker thread and on the reactor thread: on_thread_start once the thread is
     /// named and before it does any work, on_thread_stop as the thread's last act (the workers'
     /// at shutdown, the reactor's after them). Must not throw: an exception is reported on
     /// stderr and ignored. Unset: nothing.
     std::function<void()> on_thread_start{};
-    std::function<void()> on_thread_stop{};
+    std::function<void()> on_thread_stop{};  ///< see on_thread_start
 
     /// What happens to an exception that escaped a task nobody will observe: a detached task
     /// (its JoinHandle dropped before it finished), or a finished task whose JoinHandle was
@@ -144,8 +149,12 @@ struct RuntimeConfig {
     /// range, an unknown suffix or word) throws std::invalid_argument naming the variable,
     /// the value and what is accepted.
     static RuntimeConfig from_env(RuntimeConfig base);
+    /// from_env(RuntimeConfig{}): the defaults with the EDDY_* variables that are set.
     static RuntimeConfig from_env() { return from_env(RuntimeConfig{}); }
 
+    /// The bounds the Runtime constructor checks, for programs that check or clamp their own
+    /// flags against them (each field's documentation gives its range).
+    /// @{
     static constexpr std::size_t kMaxWorkers = 1024;
     static constexpr unsigned kMaxRingEntries = 32768;
     static constexpr std::uint32_t kMaxGlobalQueueInterval = 1'000'000;
@@ -155,6 +164,7 @@ struct RuntimeConfig {
     static constexpr std::size_t kMaxBlockingThreads = 100'000;
     static constexpr std::chrono::milliseconds kMaxBlockingKeepAlive{86'400'000};
     static constexpr std::chrono::milliseconds kMaxBlockingShutdownTimeout{86'400'000};
+    /// @}
 };
 
 } // namespace eddy

@@ -1,17 +1,18 @@
-// eddy/runtime/histogram.hpp: DurationHistogram, a distribution of durations with a fixed
-// relative precision, as RuntimeMetrics reports it (the scheduling delay, metrics.hpp).
-//
-//     const eddy::DurationHistogram d = rt.metrics().scheduling_delay();
-//     std::printf("p99 %lld us, max %lld us over %llu wake-ups\n",
-//                 (long long)(d.percentile(0.99).count() / 1000),
-//                 (long long)(d.max().count() / 1000), (unsigned long long)d.count());
-//
-// Buckets are log-linear, as in HdrHistogram: below 16 ns one per nanosecond, above it
-// eight per power of two, so a bucket's width is at most 1/8 of its lower bound and a
-// percentile read from it is within 12.5 % of the true value (it reports the bucket's
-// highest value, never more than max()). The last bucket holds everything from about half
-// an hour up. count(), sum() and max() are exact. Histograms of the same kind add up
-// (operator+=): a runtime's is the sum of its workers'.
+//! eddy/runtime/histogram.hpp: DurationHistogram, a distribution of durations with a fixed
+//! relative precision, as RuntimeMetrics reports it (the scheduling delay, metrics.hpp).
+//!
+//!     const eddy::DurationHistogram d = rt.metrics().scheduling_delay();
+//!     std::printf("p99 %lld us, max %lld us over %llu wake-ups\n",
+//!                 (long long)(d.percentile(0.99).count() / 1000),
+//!                 (long long)(d.max().count() / 1000), (unsigned long long)d.count());
+//!
+//! Buckets are log-linear, as in HdrHistogram: below 16 ns one per nanosecond, above it
+//! eight per power of two, so a bucket's width is at most 1/8 of its lower bound and a
+//! percentile read from it is within 12.5 % of the true value (it reports the bucket's
+//! highest value, never more than max()). The last bucket holds everything from about half
+//! an hour up. count(), sum() and max() are exact. Histograms of the same kind add up
+//! (operator+=): a runtime's is the sum of its workers'.
+//! @file
 #pragma once
 
 #include <array>
@@ -22,6 +23,8 @@
 
 namespace eddy {
 
+/// A distribution of durations: 8 buckets per power of two, so each bucket spans at most
+/// 1/8 of its lower bound (a percentile is within 12.5 %), in a fixed 2.5 KB array.
 class DurationHistogram {
 public:
     /// Buckets 0..15 hold 0..15 ns; then eight per power of two, up to the last one, which
@@ -50,6 +53,7 @@ public:
         sum_ns_ += ns;
         if (ns > max_ns_) max_ns_ = ns;
     }
+    /// Adds `o`'s durations to these (how RuntimeMetrics sums the workers').
     DurationHistogram& operator+=(const DurationHistogram& o) noexcept {
         for (std::size_t i = 0; i < kBuckets; ++i) buckets_[i] += o.buckets_[i];
         count_ += o.count_;
@@ -58,11 +62,11 @@ public:
         return *this;
     }
 
-    std::uint64_t count() const noexcept { return count_; }
-    std::uint64_t bucket(std::size_t i) const noexcept { return buckets_[i]; }
-    std::chrono::nanoseconds sum() const noexcept { return ns(sum_ns_); }
-    std::chrono::nanoseconds max() const noexcept { return ns(max_ns_); }
-    std::chrono::nanoseconds mean() const noexcept { return ns(count_ == 0 ? 0 : sum_ns_ / count_); }
+    std::uint64_t count() const noexcept { return count_; }  ///< durations recorded
+    std::uint64_t bucket(std::size_t i) const noexcept { return buckets_[i]; }  ///< durations recorded in bucket `i` (0..kBuckets-1; see bucket_lower)
+    std::chrono::nanoseconds sum() const noexcept { return ns(sum_ns_); }  ///< their total
+    std::chrono::nanoseconds max() const noexcept { return ns(max_ns_); }  ///< the longest (0 when empty)
+    std::chrono::nanoseconds mean() const noexcept { return ns(count_ == 0 ? 0 : sum_ns_ / count_); }  ///< sum() / count(), 0 when empty
     /// The duration that a fraction `q` (0..1) of the recorded ones do not exceed, to the
     /// bucket's precision: percentile(0.5) is the median, percentile(0.99) the p99. 0 when
     /// empty.
@@ -84,12 +88,14 @@ public:
     }
 
     /// Raw setters for the runtime's snapshots (metrics()): not for users.
+    /// @{
     void set_raw(std::size_t bucket, std::uint64_t n) noexcept { buckets_[bucket] = n; }
     void set_totals(std::uint64_t count, std::uint64_t sum_ns, std::uint64_t max_ns) noexcept {
         count_ = count;
         sum_ns_ = sum_ns;
         max_ns_ = max_ns;
     }
+    /// @}
 
 private:
     static std::chrono::nanoseconds ns(std::uint64_t v) noexcept {

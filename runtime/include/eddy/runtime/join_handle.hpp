@@ -1,29 +1,30 @@
-// eddy/runtime/join_handle.hpp: JoinHandle<T>, the owner's view of a spawned task.
-//
-// `co_await std::move(handle)` (or `co_await handle`) suspends until the task finishes, then
-// gives its result or rethrows its exception; awaiting consumes the handle. Within one
-// runtime the awaiter resumes on the worker that finished the task (a symmetric transfer).
-// A task of another runtime may await it too: it resumes on its own runtime, and either
-// runtime may shut down or be destroyed meanwhile (the joiner then gets RuntimeStopped if
-// the task was destroyed unfinished, or is destroyed with its own runtime; see "Joins
-// across runtimes" in eddy/tasks/detail/frame_header.hpp). `is_finished()` never blocks.
-//
-// Dropping the handle (or `detach()`) detaches the task: it still runs to completion, and an
-// exception escaping it goes to the runtime's `on_unhandled_exception` hook. A finished task
-// whose handle is dropped without being awaited reports its exception the same way, so an
-// exception is never lost silently.
-//
-// Aborting (eddy/runtime/abort_handle.hpp): `abort()` and `abort_handle()` work on the
-// handle of a task spawned abortable (eddy::spawn_abortable, Runtime::spawn_abortable,
-// JoinSet); awaiting an aborted task throws eddy::TaskAborted. On any other handle they
-// throw eddy::NotAbortable; `abortable()` tells which.
-//
-// Errors: awaiting an empty handle (default-constructed, moved-from, already awaited) throws
-// eddy::BrokenTask; awaiting off a worker thread throws eddy::WrongThread; a task destroyed
-// by shutdown before it finished makes the await throw eddy::RuntimeStopped.
-//
-// A JoinHandle may outlive its Runtime (awaiting it then throws RuntimeStopped if the task
-// never finished), but must not be dropped concurrently with the Runtime's destruction.
+//! eddy/runtime/join_handle.hpp: JoinHandle<T>, the owner's view of a spawned task.
+//!
+//! `co_await std::move(handle)` (or `co_await handle`) suspends until the task finishes, then
+//! gives its result or rethrows its exception; awaiting consumes the handle. Within one
+//! runtime the awaiter resumes on the worker that finished the task (a symmetric transfer).
+//! A task of another runtime may await it too: it resumes on its own runtime, and either
+//! runtime may shut down or be destroyed meanwhile (the joiner then gets RuntimeStopped if
+//! the task was destroyed unfinished, or is destroyed with its own runtime; see "Joins
+//! across runtimes" in eddy/tasks/detail/frame_header.hpp). `is_finished()` never blocks.
+//!
+//! Dropping the handle (or `detach()`) detaches the task: it still runs to completion, and an
+//! exception escaping it goes to the runtime's `on_unhandled_exception` hook. A finished task
+//! whose handle is dropped without being awaited reports its exception the same way, so an
+//! exception is never lost silently.
+//!
+//! Aborting (eddy/runtime/abort_handle.hpp): `abort()` and `abort_handle()` work on the
+//! handle of a task spawned abortable (eddy::spawn_abortable, Runtime::spawn_abortable,
+//! JoinSet); awaiting an aborted task throws eddy::TaskAborted. On any other handle they
+//! throw eddy::NotAbortable; `abortable()` tells which.
+//!
+//! Errors: awaiting an empty handle (default-constructed, moved-from, already awaited) throws
+//! eddy::BrokenTask; awaiting off a worker thread throws eddy::WrongThread; a task destroyed
+//! by shutdown before it finished makes the await throw eddy::RuntimeStopped.
+//!
+//! A JoinHandle may outlive its Runtime (awaiting it then throws RuntimeStopped if the task
+//! never finished), but must not be dropped concurrently with the Runtime's destruction.
+//! @file
 #pragma once
 
 #include <coroutine>
@@ -42,10 +43,14 @@ namespace eddy {
 class Runtime;
 
 template <class T>
+/// The owner's view of a spawned task (eddy::spawn, Runtime::spawn): await it for the
+/// task's result, or drop it to let the task run on detached (see the file comment).
 class JoinHandle {
 public:
     JoinHandle() noexcept = default;
+    /// Moves the handle; `other` is left empty.
     JoinHandle(JoinHandle&& other) noexcept : header_(std::exchange(other.header_, nullptr)) {}
+    /// Detaches the task this handle owned (as dropping it would), then takes `other`'s.
     JoinHandle& operator=(JoinHandle&& other) noexcept {
         if (this != &other) {
             release(false);
@@ -57,6 +62,7 @@ public:
     JoinHandle& operator=(const JoinHandle&) = delete;
     ~JoinHandle() { release(false); }
 
+    /// True while the handle owns a task: not default-constructed, moved-from or awaited.
     bool valid() const noexcept { return header_ != nullptr; }
 
     /// True once the task has finished (or was cancelled by shutdown). Never blocks.
@@ -80,8 +86,10 @@ public:
     /// Lets the task run on without an owner (the same as dropping the handle).
     void detach() noexcept { release(false); }
 
+    /// What `co_await handle` awaits.
     class Awaiter {
     public:
+        /// Throws eddy::BrokenTask on an empty handle.
         explicit Awaiter(JoinHandle& h) : handle_(h) {
             if (handle_.header_ == nullptr)
                 throw BrokenTask("eddy: awaiting an empty JoinHandle (moved-from, "
@@ -115,8 +123,12 @@ public:
         JoinHandle& handle_;
         bool cross_ = false;  // waits for a task of another runtime (set by join_suspend)
     };
+    /// `co_await handle` (or `co_await std::move(handle)`): the task's result, or its exception
+    /// rethrown; consumes the handle either way.
+    /// @{
     Awaiter operator co_await() & { return Awaiter(*this); }
     Awaiter operator co_await() && { return Awaiter(*this); }
+/// @}
 
 private:
     friend class Runtime;

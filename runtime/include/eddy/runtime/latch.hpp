@@ -1,26 +1,27 @@
-// eddy/runtime/latch.hpp: Latch, a single-use countdown that tasks await until it reaches
-// zero (std::latch, asynchronous).
-//
-//     eddy::Latch ready(3);
-//     ... ready.count_down();               // from any thread, three times in all
-//     ... co_await ready.wait();            // suspends until the count is zero
-//     ... co_await ready.arrive_and_wait(); // count_down(1), then wait
-//     if (ready.try_wait()) { ... }         // never suspends
-//
-// Reaching zero wakes every waiter: each is queued on a worker of the runtime it awaited
-// from (the caller's own worker when that is the same runtime), in the order they started
-// waiting; none is resumed inline inside count_down. The count never goes back up.
-//
-// Who may call what: count_down and try_wait from any thread; `co_await latch.wait()` and
-// `co_await latch.arrive_and_wait(n)` only from a task on a runtime worker
-// (eddy::WrongThread otherwise; arrive_and_wait counts down before it checks). Counting
-// down by more than remains throws std::invalid_argument and changes nothing. The Latch must
-// outlive its waiters.
-//
-// Cancellation (eddy/tasks/cancellation.hpp): a task cancelled while waiting resumes with
-// eddy::OperationCancelled, unless the count reached zero first (then it resumes normally);
-// awaiting with a stopped token throws at once, even at zero. arrive_and_wait's arrival is
-// never undone by a cancellation.
+//! eddy/runtime/latch.hpp: Latch, a single-use countdown that tasks await until it reaches
+//! zero (std::latch, asynchronous).
+//!
+//!     eddy::Latch ready(3);
+//!     ... ready.count_down();               // from any thread, three times in all
+//!     ... co_await ready.wait();            // suspends until the count is zero
+//!     ... co_await ready.arrive_and_wait(); // count_down(1), then wait
+//!     if (ready.try_wait()) { ... }         // never suspends
+//!
+//! Reaching zero wakes every waiter: each is queued on a worker of the runtime it awaited
+//! from (the caller's own worker when that is the same runtime), in the order they started
+//! waiting; none is resumed inline inside count_down. The count never goes back up.
+//!
+//! Who may call what: count_down and try_wait from any thread; `co_await latch.wait()` and
+//! `co_await latch.arrive_and_wait(n)` only from a task on a runtime worker
+//! (eddy::WrongThread otherwise; arrive_and_wait counts down before it checks). Counting
+//! down by more than remains throws std::invalid_argument and changes nothing. The Latch must
+//! outlive its waiters.
+//!
+//! Cancellation (eddy/tasks/cancellation.hpp): a task cancelled while waiting resumes with
+//! eddy::OperationCancelled, unless the count reached zero first (then it resumes normally);
+//! awaiting with a stopped token throws at once, even at zero. arrive_and_wait's arrival is
+//! never undone by a cancellation.
+//! @file
 #pragma once
 
 #include <atomic>
@@ -33,8 +34,10 @@
 
 namespace eddy {
 
+/// A single-use countdown that tasks await until it reaches zero (see the file comment).
 class Latch {
 public:
+    /// Starts at `count` (0: already open).
     explicit Latch(std::size_t count) noexcept : count_(count) {}
     Latch(const Latch&) = delete;
     Latch& operator=(const Latch&) = delete;
@@ -59,11 +62,13 @@ public:
         return count_.load(std::memory_order_acquire) == 0;  // acquire: pairs with count_down
     }
 
+    /// What wait() and arrive_and_wait() return; `co_await` it.
     class [[nodiscard]] Awaiter : public detail::WaitAwaiter<Awaiter> {
     public:
         static constexpr const char* kWhat = "co_await on eddy::Latch::wait()";
         static constexpr const char* kCancelled = "eddy::Latch::wait: the wait was cancelled";
 
+        /// Made by wait() and arrive_and_wait().
         explicit Awaiter(Latch& l) noexcept : WaitAwaiter(l.waiters_), latch_(l) {}
         /// Lock held.
         bool try_now(detail::WakeList&) const noexcept { return latch_.count_.load(std::memory_order_relaxed) == 0; }

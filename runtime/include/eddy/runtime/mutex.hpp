@@ -1,28 +1,29 @@
-// eddy/runtime/mutex.hpp: Mutex, an asynchronous lock whose waiters suspend instead of
-// blocking their worker, and MutexGuard, the RAII ownership it hands out.
-//
-//     eddy::Mutex m;
-//     {
-//         eddy::MutexGuard g = co_await m.lock();   // suspends while another task holds it
-//         ... co_await anything ...                 // may suspend while holding it
-//     }                                             // unlocked here (or g.unlock() earlier)
-//     if (auto g = m.try_lock()) { ... }            // never suspends
-//
-// FIFO handoff: unlocking while tasks wait passes ownership directly to the first waiter (the
-// mutex stays locked in between), so waiters get the lock in the order they asked for it,
-// nobody barges in ahead of them and nobody starves. The new owner is queued on a worker of
-// the runtime it awaited from (the unlocker's own worker when that is the same runtime); it
-// is never resumed inline inside unlock.
-//
-// Who may call what: `co_await m.lock()` only from a task on a runtime worker
-// (eddy::WrongThread otherwise); try_lock() and unlocking (a guard's destruction or
-// unlock()) from any thread. Ownership belongs to the guard, not to a thread: a guard may be
-// moved to and released by another task. The Mutex must outlive its guards and waiters.
-//
-// Cancellation (eddy/tasks/cancellation.hpp): a task cancelled while waiting leaves the
-// queue and resumes with eddy::OperationCancelled, unless ownership was handed to it first
-// (then it resumes with the guard, and the lock is not lost); awaiting with a stopped token
-// throws at once, even if the mutex is free.
+//! eddy/runtime/mutex.hpp: Mutex, an asynchronous lock whose waiters suspend instead of
+//! blocking their worker, and MutexGuard, the RAII ownership it hands out.
+//!
+//!     eddy::Mutex m;
+//!     {
+//!         eddy::MutexGuard g = co_await m.lock();   // suspends while another task holds it
+//!         ... co_await anything ...                 // may suspend while holding it
+//!     }                                             // unlocked here (or g.unlock() earlier)
+//!     if (auto g = m.try_lock()) { ... }            // never suspends
+//!
+//! FIFO handoff: unlocking while tasks wait passes ownership directly to the first waiter (the
+//! mutex stays locked in between), so waiters get the lock in the order they asked for it,
+//! nobody barges in ahead of them and nobody starves. The new owner is queued on a worker of
+//! the runtime it awaited from (the unlocker's own worker when that is the same runtime); it
+//! is never resumed inline inside unlock.
+//!
+//! Who may call what: `co_await m.lock()` only from a task on a runtime worker
+//! (eddy::WrongThread otherwise); try_lock() and unlocking (a guard's destruction or
+//! unlock()) from any thread. Ownership belongs to the guard, not to a thread: a guard may be
+//! moved to and released by another task. The Mutex must outlive its guards and waiters.
+//!
+//! Cancellation (eddy/tasks/cancellation.hpp): a task cancelled while waiting leaves the
+//! queue and resumes with eddy::OperationCancelled, unless ownership was handed to it first
+//! (then it resumes with the guard, and the lock is not lost); awaiting with a stopped token
+//! throws at once, even if the mutex is free.
+//! @file
 #pragma once
 
 #include <cstddef>
@@ -40,7 +41,9 @@ class Mutex;
 /// Ownership of a locked Mutex; unlocks it when destroyed. Move-only.
 class [[nodiscard]] MutexGuard {
 public:
+    /// Moves the ownership; `o` no longer owns the mutex.
     MutexGuard(MutexGuard&& o) noexcept : mutex_(std::exchange(o.mutex_, nullptr)) {}
+    /// Unlocks the mutex this guard owned, then takes `o`'s ownership.
     MutexGuard& operator=(MutexGuard&& o) noexcept {
         if (this != &o) {
             unlock();
@@ -56,6 +59,7 @@ public:
     void unlock() noexcept;
     /// True while this guard owns its mutex.
     bool owns_lock() const noexcept { return mutex_ != nullptr; }
+    /// owns_lock().
     explicit operator bool() const noexcept { return owns_lock(); }
 
 private:
@@ -64,17 +68,21 @@ private:
     Mutex* mutex_;
 };
 
+/// An asynchronous lock: a task waiting for it suspends instead of blocking its worker.
+/// `co_await m.lock()` gives a MutexGuard (see the file comment).
 class Mutex {
 public:
     Mutex() noexcept = default;
     Mutex(const Mutex&) = delete;
     Mutex& operator=(const Mutex&) = delete;
 
+    /// What lock() returns; `co_await` it for the MutexGuard.
     class [[nodiscard]] LockAwaiter : public detail::WaitAwaiter<LockAwaiter> {
     public:
         static constexpr const char* kWhat = "co_await on eddy::Mutex::lock()";
         static constexpr const char* kCancelled = "eddy::Mutex::lock: the wait was cancelled";
 
+        /// Made by lock().
         explicit LockAwaiter(Mutex& m) noexcept : WaitAwaiter(m.waiters_), mutex_(m) {}
         LockAwaiter(LockAwaiter&&) = delete;
         /// Ownership handed to a frame that is destroyed before it resumed (runtime shutdown)

@@ -1,27 +1,28 @@
-// eddy/runtime/oneshot.hpp: oneshot::channel<T>, a single value passed once from a Sender to
-// a Receiver (Tokio's oneshot).
-//
-//     auto [tx, rx] = eddy::oneshot::channel<int>();
-//     eddy::spawn(produce(std::move(tx)));   // ... tx.send(42);  from any thread
-//     int v = co_await rx;                   // suspends until the value (or the sender's end)
-//
-// Semantics:
-//   * Sender::send(v) never suspends. It may be called once: it consumes the sender's end, so
-//     a second send (or a send on a moved-from Sender) throws eddy::ChannelClosed, as does a
-//     send whose Receiver was dropped (the value is then dropped too).
-//   * `co_await rx` returns the value; it throws eddy::ChannelClosed if the Sender was
-//     dropped without sending (or the value was already received).
-//   * The receiving task is queued on a worker of the runtime it awaited from (the sender's
-//     own worker when that is the same runtime), never resumed inline inside send.
-//   * Both ends share one reference-counted state; either may be dropped first, on any thread.
-//
-// Who may call what: send and the destructors from any thread; `co_await rx` only from a
-// task on a runtime worker (eddy::WrongThread otherwise), one task at a time.
-//
-// Cancellation (eddy/tasks/cancellation.hpp): a receive cancelled while waiting resumes with
-// eddy::OperationCancelled and takes nothing: a value sent later stays in the channel for the
-// next `co_await rx`. If the value arrived first, the receive returns it. Awaiting with a
-// stopped token throws at once, even if the value is there.
+//! eddy/runtime/oneshot.hpp: oneshot::channel<T>, a single value passed once from a Sender to
+//! a Receiver (Tokio's oneshot).
+//!
+//!     auto [tx, rx] = eddy::oneshot::channel<int>();
+//!     eddy::spawn(produce(std::move(tx)));   // ... tx.send(42);  from any thread
+//!     int v = co_await rx;                   // suspends until the value (or the sender's end)
+//!
+//! Semantics:
+//!   * Sender::send(v) never suspends. It may be called once: it consumes the sender's end, so
+//!     a second send (or a send on a moved-from Sender) throws eddy::ChannelClosed, as does a
+//!     send whose Receiver was dropped (the value is then dropped too).
+//!   * `co_await rx` returns the value; it throws eddy::ChannelClosed if the Sender was
+//!     dropped without sending (or the value was already received).
+//!   * The receiving task is queued on a worker of the runtime it awaited from (the sender's
+//!     own worker when that is the same runtime), never resumed inline inside send.
+//!   * Both ends share one reference-counted state; either may be dropped first, on any thread.
+//!
+//! Who may call what: send and the destructors from any thread; `co_await rx` only from a
+//! task on a runtime worker (eddy::WrongThread otherwise), one task at a time.
+//!
+//! Cancellation (eddy/tasks/cancellation.hpp): a receive cancelled while waiting resumes with
+//! eddy::OperationCancelled and takes nothing: a value sent later stays in the channel for the
+//! next `co_await rx`. If the value arrived first, the receive returns it. Awaiting with a
+//! stopped token throws at once, even if the value is there.
+//! @file
 #pragma once
 
 #include <atomic>
@@ -63,9 +64,13 @@ struct State {
 } // namespace detail
 
 template <class T>
+/// The sending end: send() once, or drop it, which the receiver sees as ChannelClosed.
+/// Move-only.
 class Sender {
 public:
+    /// Moves the end; `o` is left empty (its send() throws ChannelClosed).
     Sender(Sender&& o) noexcept : state_(std::exchange(o.state_, nullptr)) {}
+    /// Drops this end first (as its destructor would), then takes `o`'s.
     Sender& operator=(Sender&& o) noexcept {
         if (this != &o) {
             drop();
@@ -126,9 +131,13 @@ private:
 };
 
 template <class T>
+/// The receiving end: `co_await rx` gives the value, or throws ChannelClosed if the
+/// sender was dropped without sending. Move-only.
 class Receiver {
 public:
+    /// Moves the end; `o` is left empty.
     Receiver(Receiver&& o) noexcept : state_(std::exchange(o.state_, nullptr)) {}
+    /// Drops this end first (a later send() then throws), then takes `o`'s.
     Receiver& operator=(Receiver&& o) noexcept {
         if (this != &o) {
             drop();
@@ -140,11 +149,13 @@ public:
     Receiver& operator=(const Receiver&) = delete;
     ~Receiver() { drop(); }
 
+    /// What `co_await rx` awaits.
     class [[nodiscard]] Awaiter : public eddy::detail::WaitAwaiter<Awaiter> {
     public:
         static constexpr const char* kWhat = "co_await on an eddy::oneshot::Receiver";
         static constexpr const char* kCancelled = "eddy::oneshot::Receiver: the wait was cancelled";
 
+        /// Made by the receiver's operator co_await.
         explicit Awaiter(detail::State<T>& s) noexcept : eddy::detail::WaitAwaiter<Awaiter>(s.waiters), state_(s) {}
         /// Lock held: done once the value is there or the sender is gone.
         bool try_now(eddy::detail::WakeList&) const noexcept { return state_.value || !state_.sender_alive; }

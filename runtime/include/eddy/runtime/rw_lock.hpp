@@ -1,44 +1,45 @@
-// eddy/runtime/rw_lock.hpp: RwLock, an asynchronous reader-writer lock (any number of readers
-// or one writer) whose waiters suspend instead of blocking their worker, and its RAII guards
-// RwLock::ReadGuard and RwLock::WriteGuard.
-//
-//     eddy::RwLock l;
-//     {
-//         eddy::RwLock::ReadGuard r = co_await l.read();    // shared with other readers
-//         ... co_await anything ...                        // may suspend while holding it
-//     }                                                    // released here (or r.unlock())
-//     {
-//         eddy::RwLock::WriteGuard w = co_await l.write();  // exclusive
-//     }
-//     if (auto r = l.try_read()) { ... }                   // never suspends (also try_write)
-//
-// Order: one FIFO line of readers and writers. A task gets the lock at once only if it is
-// free for it (no writer holds it; for a writer, no reader either) and nobody waits; else it
-// queues at the back. So once a writer waits, readers that come later queue behind it even
-// while other readers hold the lock: writers are never starved by a stream of readers, and
-// writers get the lock in the order they asked. Readers are not starved either: they are
-// served in their turn. When the head of the line can go, the lock is handed over directly
-// (nobody barges in between): a writer gets it alone; a reader gets it together with every
-// reader queued consecutively behind it, up to the next waiting writer, all woken at once.
-// Woken tasks are queued on a worker of the runtime they awaited from (the releaser's own
-// worker when that is the same runtime), never resumed inline inside an unlock.
-//
-// Who may call what: `co_await l.read()` and `co_await l.write()` only from a task on a
-// runtime worker (eddy::WrongThread otherwise); try_read, try_write, the snapshots and
-// unlocking (a guard's destruction or unlock()) from any thread. Ownership belongs to the
-// guard, not to a thread: a guard may be moved to and released by another task. A task
-// that holds a read guard and asks for write() waits for itself forever (no upgrades), as
-// with std::shared_mutex; one that asks for read() again may too (if a writer queued in
-// between, the second read waits behind it, and the writer for the first read: take one
-// guard and pass it down instead). The RwLock must outlive its guards and waiters.
-//
-// Cancellation (eddy/tasks/cancellation.hpp): a task cancelled while waiting leaves the line
-// and resumes with eddy::OperationCancelled, and what it was holding up goes on (a cancelled
-// writer at the head lets the readers behind it in, if no writer holds the lock); if the lock
-// was handed to it first, it resumes with the guard instead (the lock is not lost). Awaiting
-// with a stopped token throws at once, even if the lock is free. A frame destroyed while
-// waiting (runtime shutdown) leaves the line; one destroyed after the handover but before it
-// resumed releases what it was handed.
+//! eddy/runtime/rw_lock.hpp: RwLock, an asynchronous reader-writer lock (any number of readers
+//! or one writer) whose waiters suspend instead of blocking their worker, and its RAII guards
+//! RwLock::ReadGuard and RwLock::WriteGuard.
+//!
+//!     eddy::RwLock l;
+//!     {
+//!         eddy::RwLock::ReadGuard r = co_await l.read();    // shared with other readers
+//!         ... co_await anything ...                        // may suspend while holding it
+//!     }                                                    // released here (or r.unlock())
+//!     {
+//!         eddy::RwLock::WriteGuard w = co_await l.write();  // exclusive
+//!     }
+//!     if (auto r = l.try_read()) { ... }                   // never suspends (also try_write)
+//!
+//! Order: one FIFO line of readers and writers. A task gets the lock at once only if it is
+//! free for it (no writer holds it; for a writer, no reader either) and nobody waits; else it
+//! queues at the back. So once a writer waits, readers that come later queue behind it even
+//! while other readers hold the lock: writers are never starved by a stream of readers, and
+//! writers get the lock in the order they asked. Readers are not starved either: they are
+//! served in their turn. When the head of the line can go, the lock is handed over directly
+//! (nobody barges in between): a writer gets it alone; a reader gets it together with every
+//! reader queued consecutively behind it, up to the next waiting writer, all woken at once.
+//! Woken tasks are queued on a worker of the runtime they awaited from (the releaser's own
+//! worker when that is the same runtime), never resumed inline inside an unlock.
+//!
+//! Who may call what: `co_await l.read()` and `co_await l.write()` only from a task on a
+//! runtime worker (eddy::WrongThread otherwise); try_read, try_write, the snapshots and
+//! unlocking (a guard's destruction or unlock()) from any thread. Ownership belongs to the
+//! guard, not to a thread: a guard may be moved to and released by another task. A task
+//! that holds a read guard and asks for write() waits for itself forever (no upgrades), as
+//! with std::shared_mutex; one that asks for read() again may too (if a writer queued in
+//! between, the second read waits behind it, and the writer for the first read: take one
+//! guard and pass it down instead). The RwLock must outlive its guards and waiters.
+//!
+//! Cancellation (eddy/tasks/cancellation.hpp): a task cancelled while waiting leaves the line
+//! and resumes with eddy::OperationCancelled, and what it was holding up goes on (a cancelled
+//! writer at the head lets the readers behind it in, if no writer holds the lock); if the lock
+//! was handed to it first, it resumes with the guard instead (the lock is not lost). Awaiting
+//! with a stopped token throws at once, even if the lock is free. A frame destroyed while
+//! waiting (runtime shutdown) leaves the line; one destroyed after the handover but before it
+//! resumed releases what it was handed.
+//! @file
 #pragma once
 
 #include <cstddef>
@@ -52,6 +53,8 @@
 
 namespace eddy {
 
+/// An asynchronous reader-writer lock: any number of readers or one writer; waiters
+/// suspend instead of blocking their worker (see the file comment).
 class RwLock {
     /// Ownership of one kind (read: shared; write: exclusive); releases it when destroyed.
     template <bool Write>
@@ -95,6 +98,7 @@ public:
     RwLock& operator=(const RwLock&) = delete;
 
     template <bool Write>
+    /// What read() and write() return; `co_await` it for the guard.
     class [[nodiscard]] LockAwaiter : public detail::WaitAwaiter<LockAwaiter<Write>> {
     public:
         static constexpr const char* kWhat =
@@ -102,6 +106,7 @@ public:
         static constexpr const char* kCancelled =
             Write ? "eddy::RwLock::write: the wait was cancelled" : "eddy::RwLock::read: the wait was cancelled";
 
+        /// Made by read() or write().
         explicit LockAwaiter(RwLock& l) noexcept
             : detail::WaitAwaiter<LockAwaiter>(Write ? l.writers_waiting_ : l.readers_waiting_), lock_(l) {}
         LockAwaiter(LockAwaiter&&) = delete;
@@ -130,8 +135,8 @@ public:
         std::uint64_t ticket_ = 0;  // place in the line; written before queueing, read under the lock
         bool taken_ = false;        // await_resume made the guard
     };
-    using ReadAwaiter = LockAwaiter<false>;
-    using WriteAwaiter = LockAwaiter<true>;
+    using ReadAwaiter = LockAwaiter<false>;  ///< What read() returns.
+    using WriteAwaiter = LockAwaiter<true>;  ///< What write() returns.
 
     /// `co_await l.read()`: a ReadGuard, once this task may read.
     ReadAwaiter read() noexcept { return ReadAwaiter(*this); }

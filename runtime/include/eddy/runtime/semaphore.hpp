@@ -1,31 +1,32 @@
-// eddy/runtime/semaphore.hpp: Semaphore, a counter of permits that tasks acquire
-// asynchronously (suspending while too few are available) and give back with release().
-//
-//     eddy::Semaphore slots(4);          // at most 4 tasks inside at once
-//     co_await slots.acquire();          // suspends until a permit is free
-//     ... work ...
-//     slots.release();                   // from any thread
-//     if (slots.try_acquire(2)) { ... }  // never suspends
-//
-// FIFO: waiters are served in the order they asked. A waiter at the head that needs more
-// permits than are available blocks the ones behind it, even if they need fewer (so a large
-// request is never starved by a stream of small ones), and try_acquire fails while anyone
-// waits. A granted waiter is queued on a worker of the runtime it awaited from (the
-// releaser's own worker when that is the same runtime); it is never resumed inline inside
-// release.
-//
-// Permits are not owned: release() may be called by anyone, any number of times (the count
-// may grow past the initial value). acquire(0) and try_acquire(0) succeed at once.
-//
-// Who may call what: `co_await s.acquire(n)` only from a task on a runtime worker
-// (eddy::WrongThread otherwise); try_acquire, release and available from any thread. The
-// Semaphore must outlive its waiters.
-//
-// Cancellation (eddy/tasks/cancellation.hpp): a task cancelled while waiting leaves the
-// queue with no permit and resumes with eddy::OperationCancelled, and the permits it was
-// holding up pass to the waiters behind it; a waiter granted before the cancel took effect
-// keeps its permits and resumes normally (release them as usual). Awaiting with a stopped
-// token throws at once, even if permits are free.
+//! eddy/runtime/semaphore.hpp: Semaphore, a counter of permits that tasks acquire
+//! asynchronously (suspending while too few are available) and give back with release().
+//!
+//!     eddy::Semaphore slots(4);          // at most 4 tasks inside at once
+//!     co_await slots.acquire();          // suspends until a permit is free
+//!     ... work ...
+//!     slots.release();                   // from any thread
+//!     if (slots.try_acquire(2)) { ... }  // never suspends
+//!
+//! FIFO: waiters are served in the order they asked. A waiter at the head that needs more
+//! permits than are available blocks the ones behind it, even if they need fewer (so a large
+//! request is never starved by a stream of small ones), and try_acquire fails while anyone
+//! waits. A granted waiter is queued on a worker of the runtime it awaited from (the
+//! releaser's own worker when that is the same runtime); it is never resumed inline inside
+//! release.
+//!
+//! Permits are not owned: release() may be called by anyone, any number of times (the count
+//! may grow past the initial value). acquire(0) and try_acquire(0) succeed at once.
+//!
+//! Who may call what: `co_await s.acquire(n)` only from a task on a runtime worker
+//! (eddy::WrongThread otherwise); try_acquire, release and available from any thread. The
+//! Semaphore must outlive its waiters.
+//!
+//! Cancellation (eddy/tasks/cancellation.hpp): a task cancelled while waiting leaves the
+//! queue with no permit and resumes with eddy::OperationCancelled, and the permits it was
+//! holding up pass to the waiters behind it; a waiter granted before the cancel took effect
+//! keeps its permits and resumes normally (release them as usual). Awaiting with a stopped
+//! token throws at once, even if permits are free.
+//! @file
 #pragma once
 
 #include <cstddef>
@@ -36,17 +37,22 @@
 
 namespace eddy {
 
+/// A counter of permits that tasks acquire asynchronously and give back with release()
+/// (see the file comment).
 class Semaphore {
 public:
+    /// Starts with `permits` permits.
     explicit Semaphore(std::size_t permits) noexcept : permits_(permits) {}
     Semaphore(const Semaphore&) = delete;
     Semaphore& operator=(const Semaphore&) = delete;
 
+    /// What acquire() returns; `co_await` it.
     class [[nodiscard]] AcquireAwaiter : public detail::WaitAwaiter<AcquireAwaiter> {
     public:
         static constexpr const char* kWhat = "co_await on eddy::Semaphore::acquire()";
         static constexpr const char* kCancelled = "eddy::Semaphore::acquire: the wait was cancelled";
 
+        /// Made by acquire(n).
         AcquireAwaiter(Semaphore& s, std::size_t n) noexcept : WaitAwaiter(s.waiters_), sem_(s), n_(n) {}
         AcquireAwaiter(AcquireAwaiter&&) = delete;
         /// Permits granted to a frame that is destroyed before it resumed (runtime shutdown)

@@ -1,24 +1,25 @@
-// eddy/runtime/spawn_blocking.hpp: eddy::spawn_blocking, running a blocking call on the
-// runtime's blocking threads instead of a worker (Tokio's spawn_blocking).
-//
-//     eddy::JoinHandle<std::string> h = eddy::spawn_blocking([path] { return slurp(path); });
-//     std::string text = co_await std::move(h);            // rethrows what the call threw
-//     auto h2 = rt.spawn_blocking([] { return getaddrinfo_sync("example.org"); });  // any thread
-//
-// The call starts on a blocking thread at once (a thread is started if none is idle and
-// fewer than RuntimeConfig::max_blocking_threads are alive; else it waits in a FIFO queue).
-// The handle is an ordinary JoinHandle: await it, drop it (the call still runs, and an
-// exception it throws goes to the unhandled-exception policy), or check is_finished(). The
-// call is not cancellable, and awaiting its handle is not a cancellation point (as for any
-// JoinHandle): the call runs to its end. At runtime shutdown, calls not started are dropped (their handles throw
-// eddy::RuntimeStopped) and running ones are waited for up to blocking_shutdown_timeout
-// (eddy/runtime/config.hpp); one still running then finishes on its own thread, so the
-// callable must not refer to what shutdown destroys (the awaiting task's locals): capture by
-// value.
-//
-// Errors: eddy::WrongThread from eddy::spawn_blocking off a worker thread (use
-// Runtime::spawn_blocking there), eddy::RuntimeStopped once the runtime is shut down,
-// std::system_error when no blocking thread can be started and none is alive.
+//! eddy/runtime/spawn_blocking.hpp: eddy::spawn_blocking, running a blocking call on the
+//! runtime's blocking threads instead of a worker (Tokio's spawn_blocking).
+//!
+//!     eddy::JoinHandle<std::string> h = eddy::spawn_blocking([path] { return slurp(path); });
+//!     std::string text = co_await std::move(h);            // rethrows what the call threw
+//!     auto h2 = rt.spawn_blocking([] { return getaddrinfo_sync("example.org"); });  // any thread
+//!
+//! The call starts on a blocking thread at once (a thread is started if none is idle and
+//! fewer than RuntimeConfig::max_blocking_threads are alive; else it waits in a FIFO queue).
+//! The handle is an ordinary JoinHandle: await it, drop it (the call still runs, and an
+//! exception it throws goes to the unhandled-exception policy), or check is_finished(). The
+//! call is not cancellable, and awaiting its handle is not a cancellation point (as for any
+//! JoinHandle): the call runs to its end. At runtime shutdown, calls not started are dropped (their handles throw
+//! eddy::RuntimeStopped) and running ones are waited for up to blocking_shutdown_timeout
+//! (eddy/runtime/config.hpp); one still running then finishes on its own thread, so the
+//! callable must not refer to what shutdown destroys (the awaiting task's locals): capture by
+//! value.
+//!
+//! Errors: eddy::WrongThread from eddy::spawn_blocking off a worker thread (use
+//! Runtime::spawn_blocking there), eddy::RuntimeStopped once the runtime is shut down,
+//! std::system_error when no blocking thread can be started and none is alive.
+//! @file
 #pragma once
 
 #include <functional>

@@ -1,4 +1,5 @@
-// eddy/runtime/this_worker.hpp: which worker runs the calling code.
+//! eddy/runtime/this_worker.hpp: which worker runs the calling code.
+//! @file
 #pragma once
 
 #include <cstddef>

@@ -1,47 +1,48 @@
-// eddy/runtime/unbounded_channel.hpp: UnboundedChannel<T>, a multi-producer multi-consumer
-// queue without a capacity: a send never waits (Tokio's mpsc::unbounded_channel, with any
-// number of receivers too).
-//
-//     eddy::UnboundedChannel<int> ch;               // share it by reference
-//     ch.send(42);                                  // any thread, never suspends
-//     std::optional<int> v = co_await ch.receive(); // suspends while it is empty
-//     ch.close();                                   // no more sends; receivers drain, then nullopt
-//
-// The shape is Channel<T>'s (one object shared by reference, close() on it, any number of
-// receivers), not Tokio's sender/receiver halves: code moves between the two channels by
-// changing the type and `co_await ch.send(v)` into `ch.send(v)`.
-//
-// Semantics:
-//   * FIFO: values come out in the order their sends took the channel's lock (one thread's
-//     sends in its order); suspended receivers are served in the order they started waiting.
-//     A send to a waiting receiver hands the value over directly.
-//   * send(v) is a plain function, not an awaiter: it never suspends, from a task or from any
-//     other thread (a thread pool's callback, a library's own thread, ...). Nothing bounds
-//     the backlog: a producer faster than its consumers grows the queue without limit (use
-//     Channel<T> for backpressure).
-//   * close() (idempotent, any thread): later sends throw eddy::ChannelClosed and leave their
-//     value with the caller. Receivers first drain what is buffered, then get std::nullopt
-//     (end of stream); receivers waiting at the close get std::nullopt at once (they only
-//     wait while the queue is empty).
-//   * Storage: one ring buffer, allocated at the first value buffered (8 slots) and doubled
-//     when full; it never shrinks (memory stays at the largest backlog until the channel is
-//     destroyed). No allocation per message: the growth is amortized, and it allocates
-//     outside the channel's lock. A value handed to a waiting receiver is not buffered.
-//   * A woken task is queued on a worker of the runtime it awaited from (the sender's own
-//     worker when that is the same runtime), never resumed inline inside send.
-//   * T must be nothrow-move-constructible (values move in and out of the buffer, and to the
-//     grown buffer, under the channel's lock).
-//
-// Who may call what: `co_await ch.receive()` only from a task on a runtime worker
-// (eddy::WrongThread otherwise); send, try_receive, close, is_closed and size from any
-// thread. Not copyable or movable: share it by reference or through a shared_ptr. It must
-// outlive every task that uses it.
-//
-// Cancellation (eddy/tasks/cancellation.hpp): a receive cancelled while waiting resumes with
-// eddy::OperationCancelled and consumes nothing: the value a later send brings goes to the
-// next receiver (or the buffer). If the value was handed over before the cancel took effect,
-// the receive returns it instead. Awaiting with a stopped token throws at once, even if a
-// value is buffered.
+//! eddy/runtime/unbounded_channel.hpp: UnboundedChannel<T>, a multi-producer multi-consumer
+//! queue without a capacity: a send never waits (Tokio's mpsc::unbounded_channel, with any
+//! number of receivers too).
+//!
+//!     eddy::UnboundedChannel<int> ch;               // share it by reference
+//!     ch.send(42);                                  // any thread, never suspends
+//!     std::optional<int> v = co_await ch.receive(); // suspends while it is empty
+//!     ch.close();                                   // no more sends; receivers drain, then nullopt
+//!
+//! The shape is Channel<T>'s (one object shared by reference, close() on it, any number of
+//! receivers), not Tokio's sender/receiver halves: code moves between the two channels by
+//! changing the type and `co_await ch.send(v)` into `ch.send(v)`.
+//!
+//! Semantics:
+//!   * FIFO: values come out in the order their sends took the channel's lock (one thread's
+//!     sends in its order); suspended receivers are served in the order they started waiting.
+//!     A send to a waiting receiver hands the value over directly.
+//!   * send(v) is a plain function, not an awaiter: it never suspends, from a task or from any
+//!     other thread (a thread pool's callback, a library's own thread, ...). Nothing bounds
+//!     the backlog: a producer faster than its consumers grows the queue without limit (use
+//!     Channel<T> for backpressure).
+//!   * close() (idempotent, any thread): later sends throw eddy::ChannelClosed and leave their
+//!     value with the caller. Receivers first drain what is buffered, then get std::nullopt
+//!     (end of stream); receivers waiting at the close get std::nullopt at once (they only
+//!     wait while the queue is empty).
+//!   * Storage: one ring buffer, allocated at the first value buffered (8 slots) and doubled
+//!     when full; it never shrinks (memory stays at the largest backlog until the channel is
+//!     destroyed). No allocation per message: the growth is amortized, and it allocates
+//!     outside the channel's lock. A value handed to a waiting receiver is not buffered.
+//!   * A woken task is queued on a worker of the runtime it awaited from (the sender's own
+//!     worker when that is the same runtime), never resumed inline inside send.
+//!   * T must be nothrow-move-constructible (values move in and out of the buffer, and to the
+//!     grown buffer, under the channel's lock).
+//!
+//! Who may call what: `co_await ch.receive()` only from a task on a runtime worker
+//! (eddy::WrongThread otherwise); send, try_receive, close, is_closed and size from any
+//! thread. Not copyable or movable: share it by reference or through a shared_ptr. It must
+//! outlive every task that uses it.
+//!
+//! Cancellation (eddy/tasks/cancellation.hpp): a receive cancelled while waiting resumes with
+//! eddy::OperationCancelled and consumes nothing: the value a later send brings goes to the
+//! next receiver (or the buffer). If the value was handed over before the cancel took effect,
+//! the receive returns it instead. Awaiting with a stopped token throws at once, even if a
+//! value is buffered.
+//! @file
 #pragma once
 
 #include <cstddef>
@@ -59,6 +60,8 @@
 namespace eddy {
 
 template <class T>
+/// A multi-producer multi-consumer FIFO queue without a capacity: send() never waits,
+/// receivers wait while it is empty (see the file comment).
 class UnboundedChannel {
     static_assert(std::is_nothrow_move_constructible_v<T>,
                   "eddy::UnboundedChannel<T>: T must be nothrow-move-constructible");
@@ -71,11 +74,13 @@ public:
         while (count_ != 0) pop_locked();
     }
 
+    /// What receive() returns; `co_await` it.
     class [[nodiscard]] ReceiveAwaiter : public detail::WaitAwaiter<ReceiveAwaiter> {
     public:
         static constexpr const char* kWhat = "co_await on eddy::UnboundedChannel::receive()";
         static constexpr const char* kCancelled = "eddy::UnboundedChannel::receive: the wait was cancelled";
 
+        /// Made by receive().
         explicit ReceiveAwaiter(UnboundedChannel& ch) noexcept
             : detail::WaitAwaiter<ReceiveAwaiter>(ch.receivers_), ch_(ch) {}
         ReceiveAwaiter(const ReceiveAwaiter&) = delete;
@@ -105,6 +110,7 @@ public:
     /// eddy::ChannelClosed when the channel is closed, std::bad_alloc when the buffer cannot
     /// grow; either way `value` is left with the caller.
     void send(T&& value) { push(value); }
+    /// send(T&&), copying `value`.
     void send(const T& value)
         requires std::is_copy_constructible_v<T>
     {
@@ -136,6 +142,7 @@ public:
         wakes.wake_all();
     }
 
+    /// True once close() was called (values may still be buffered).
     bool is_closed() const noexcept {
         std::lock_guard guard(lock_);
         return closed_;

@@ -1,63 +1,64 @@
-// eddy/runtime/watch.hpp: watch::channel<T>, a single value that one Sender keeps replacing
-// and any number of Receivers observe: each learns that it changed and reads the latest one
-// (Tokio's watch).
-//
-//     auto [tx, rx] = eddy::watch::channel<Config>(initial);
-//     tx.send(next);                              // any thread: replaces the value, never suspends
-//     co_await rx.changed();                      // suspends until a value newer than rx has seen
-//     { auto cfg = rx.borrow(); use(*cfg); }      // read the latest value (a read lock: see below)
-//     eddy::watch::Receiver<Config> rx2 = rx;     // copies track their own "seen" version
-//
-// Semantics:
-//   * The channel holds one value and a version. The value given to channel() is version 0;
-//     every send, send_replace, send_modify (and send_if_modified whose function returns
-//     true) stores the new value, bumps the version and wakes every task waiting in
-//     changed(). Intermediate values may be skipped: a receiver sees the latest value, not
-//     every value (use eddy::broadcast for every value).
-//   * Each Receiver remembers the last version it has seen. A Receiver made by channel() or
-//     Sender::subscribe() has seen the value current at that moment; a copy has seen what its
-//     original had seen. `co_await rx.changed()` returns at once if a newer version exists,
-//     else waits for one; either way it marks that version seen. has_changed() asks without
-//     waiting or marking; borrow_and_update() reads and marks.
-//   * When the Sender is dropped (destroyed or moved-onto), the channel is closed: a
-//     changed() that finds no version newer than its receiver's throws eddy::ChannelClosed,
-//     and so do the changed() waiting at that moment. A newer value sent before the drop is
-//     still reported once (changed() returns normally), then ChannelClosed. The last value
-//     stays readable through borrow() for as long as any end lives.
-//   * send never fails for want of receivers (unlike Tokio's send, it does not return the
-//     value): the value is stored and a later subscribe() reads it. receiver_count() and
-//     is_closed() tell whether anyone is listening.
-//   * A woken task is queued on a worker of the runtime it awaited from (the sender's own
-//     worker when that is the same runtime), never resumed inline inside send.
-//
-// Reading: borrow() returns a watch::Ref, a guard holding a shared (read) lock on the value:
-// no copy is made, however large T is, and a reader never sees a torn value, because
-// senders replace the value under the exclusive lock. (A copy per borrow would cost every
-// reader a T copy, or every send an allocation for a shared snapshot; Tokio makes the same
-// choice.) Consequences:
-//   * A send (on any thread, a worker included) BLOCKS its thread, without suspending, until
-//     every Ref has been released; borrows that start while a send waits wait behind it
-//     (the lock prefers writers, so a stream of readers cannot starve the sender).
-//   * So: keep a Ref for the duration of a read and copy out what you need; NEVER hold a Ref
-//     across a co_await (the task that must send may be queued behind yours on the same
-//     worker: a deadlock); on a thread that holds a Ref, do not borrow the same channel
-//     again (a send waiting in between blocks the second borrow: a deadlock) and do not
-//     send on it.
-//   * A Ref must not outlive the end (Sender or Receiver) it was borrowed from.
-//
-// Who may call what: the Sender's send, send_replace, send_modify, send_if_modified, borrow,
-// subscribe, receiver_count and is_closed, and the Receiver's borrow, borrow_and_update and
-// has_changed, from any thread; `co_await rx.changed()` only from a task on a runtime
-// worker (eddy::WrongThread otherwise). A Receiver is used by one task at a time (its seen
-// version is not synchronized): give each task its own copy. Either end may be dropped
-// first, on any thread; the state is freed with the last one. Using a moved-from end
-// throws eddy::ChannelClosed.
-//
-// Cancellation (eddy/tasks/cancellation.hpp): a changed() cancelled while waiting resumes
-// with eddy::OperationCancelled and marks nothing seen: the next changed() reports the value
-// it would have reported. If a new value (or the close) arrived before the cancel took
-// effect, it returns (or throws ChannelClosed) instead. Awaiting with a stopped token throws
-// at once, even if a newer value is there.
+//! eddy/runtime/watch.hpp: watch::channel<T>, a single value that one Sender keeps replacing
+//! and any number of Receivers observe: each learns that it changed and reads the latest one
+//! (Tokio's watch).
+//!
+//!     auto [tx, rx] = eddy::watch::channel<Config>(initial);
+//!     tx.send(next);                              // any thread: replaces the value, never suspends
+//!     co_await rx.changed();                      // suspends until a value newer than rx has seen
+//!     { auto cfg = rx.borrow(); use(*cfg); }      // read the latest value (a read lock: see below)
+//!     eddy::watch::Receiver<Config> rx2 = rx;     // copies track their own "seen" version
+//!
+//! Semantics:
+//!   * The channel holds one value and a version. The value given to channel() is version 0;
+//!     every send, send_replace, send_modify (and send_if_modified whose function returns
+//!     true) stores the new value, bumps the version and wakes every task waiting in
+//!     changed(). Intermediate values may be skipped: a receiver sees the latest value, not
+//!     every value (use eddy::broadcast for every value).
+//!   * Each Receiver remembers the last version it has seen. A Receiver made by channel() or
+//!     Sender::subscribe() has seen the value current at that moment; a copy has seen what its
+//!     original had seen. `co_await rx.changed()` returns at once if a newer version exists,
+//!     else waits for one; either way it marks that version seen. has_changed() asks without
+//!     waiting or marking; borrow_and_update() reads and marks.
+//!   * When the Sender is dropped (destroyed or moved-onto), the channel is closed: a
+//!     changed() that finds no version newer than its receiver's throws eddy::ChannelClosed,
+//!     and so do the changed() waiting at that moment. A newer value sent before the drop is
+//!     still reported once (changed() returns normally), then ChannelClosed. The last value
+//!     stays readable through borrow() for as long as any end lives.
+//!   * send never fails for want of receivers (unlike Tokio's send, it does not return the
+//!     value): the value is stored and a later subscribe() reads it. receiver_count() and
+//!     is_closed() tell whether anyone is listening.
+//!   * A woken task is queued on a worker of the runtime it awaited from (the sender's own
+//!     worker when that is the same runtime), never resumed inline inside send.
+//!
+//! Reading: borrow() returns a watch::Ref, a guard holding a shared (read) lock on the value:
+//! no copy is made, however large T is, and a reader never sees a torn value, because
+//! senders replace the value under the exclusive lock. (A copy per borrow would cost every
+//! reader a T copy, or every send an allocation for a shared snapshot; Tokio makes the same
+//! choice.) Consequences:
+//!   * A send (on any thread, a worker included) BLOCKS its thread, without suspending, until
+//!     every Ref has been released; borrows that start while a send waits wait behind it
+//!     (the lock prefers writers, so a stream of readers cannot starve the sender).
+//!   * So: keep a Ref for the duration of a read and copy out what you need; NEVER hold a Ref
+//!     across a co_await (the task that must send may be queued behind yours on the same
+//!     worker: a deadlock); on a thread that holds a Ref, do not borrow the same channel
+//!     again (a send waiting in between blocks the second borrow: a deadlock) and do not
+//!     send on it.
+//!   * A Ref must not outlive the end (Sender or Receiver) it was borrowed from.
+//!
+//! Who may call what: the Sender's send, send_replace, send_modify, send_if_modified, borrow,
+//! subscribe, receiver_count and is_closed, and the Receiver's borrow, borrow_and_update and
+//! has_changed, from any thread; `co_await rx.changed()` only from a task on a runtime
+//! worker (eddy::WrongThread otherwise). A Receiver is used by one task at a time (its seen
+//! version is not synchronized): give each task its own copy. Either end may be dropped
+//! first, on any thread; the state is freed with the last one. Using a moved-from end
+//! throws eddy::ChannelClosed.
+//!
+//! Cancellation (eddy/tasks/cancellation.hpp): a changed() cancelled while waiting resumes
+//! with eddy::OperationCancelled and marks nothing seen: the next changed() reports the value
+//! it would have reported. If a new value (or the close) arrived before the cancel took
+//! effect, it returns (or throws ChannelClosed) instead. Awaiting with a stopped token throws
+//! at once, even if a newer value is there.
+//! @file
 #pragma once
 
 #include <pthread.h>
@@ -146,9 +147,12 @@ struct State {
 template <class T>
 class [[nodiscard]] Ref {
 public:
+    /// The value, valid while the Ref lives.
+    /// @{
     const T& operator*() const noexcept { return *value_; }
     const T* operator->() const noexcept { return value_; }
     const T& get() const noexcept { return *value_; }
+    /// @}
     /// True if this value was newer than what the receiver had seen when it borrowed
     /// (always false for a Sender's borrow).
     bool has_changed() const noexcept { return changed_; }
@@ -168,11 +172,13 @@ private:
 template <class T>
 class Receiver {
 public:
+    /// What changed() returns; `co_await` it.
     class [[nodiscard]] ChangedAwaiter : public eddy::detail::WaitAwaiter<ChangedAwaiter> {
     public:
         static constexpr const char* kWhat = "co_await on eddy::watch::Receiver::changed()";
         static constexpr const char* kCancelled = "eddy::watch::Receiver::changed: the wait was cancelled";
 
+        /// Made by changed().
         ChangedAwaiter(detail::State<T>& s, std::uint64_t& seen) noexcept
             : eddy::detail::WaitAwaiter<ChangedAwaiter>(s.waiters), state_(s), seen_(seen) {}
         ChangedAwaiter(const ChangedAwaiter&) = delete;
@@ -247,7 +253,9 @@ private:
 template <class T>
 class Sender {
 public:
+    /// Moves the end; `other` is left empty (using it throws eddy::ChannelClosed).
     Sender(Sender&&) noexcept = default;
+    /// Drops this end first (closing the channel if it was the sender), then takes the other's.
     Sender& operator=(Sender&&) noexcept = default;
     Sender(const Sender&) = delete;
     Sender& operator=(const Sender&) = delete;

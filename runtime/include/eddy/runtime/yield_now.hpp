@@ -1,4 +1,5 @@
-// eddy/runtime/yield_now.hpp: eddy::yield_now, letting the other runnable tasks go first.
+//! eddy/runtime/yield_now.hpp: eddy::yield_now, letting the other runnable tasks go first.
+//! @file
 #pragma once
 
 #include <coroutine>
@@ -18,6 +19,7 @@ public:
     void dump_wait(detail::DumpWait& d) const { d.text("yield_now"); }
 };
 
+/// The YieldNow to `co_await`.
 [[nodiscard]] inline YieldNow yield_now() noexcept { return {}; }
 
 } // namespace eddy

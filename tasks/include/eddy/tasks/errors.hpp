@@ -1,10 +1,11 @@
-// eddy/tasks/errors.hpp: the exceptions eddy throws, each a type of its own so that it can be
-// caught on purpose.
-//
-// Misuse (BrokenTask, WrongThread, RuntimeStopped, NotAbortable, TaskLocalUnset): every error a caller can provoke by using
-// the API wrongly is one of these. Outcomes of concurrent work (OperationCancelled, TimedOut,
-// TaskAborted, ChannelClosed): how a task learns that it was cancelled, ran out of time, or lost its peer.
-// I/O failures are std::system_error carrying the errno (see eddy/io).
+//! eddy/tasks/errors.hpp: the exceptions eddy throws, each a type of its own so that it can be
+//! caught on purpose.
+//!
+//! Misuse (BrokenTask, WrongThread, RuntimeStopped, NotAbortable, TaskLocalUnset): every error a caller can provoke by using
+//! the API wrongly is one of these. Outcomes of concurrent work (OperationCancelled, TimedOut,
+//! TaskAborted, ChannelClosed): how a task learns that it was cancelled, ran out of time, or lost its peer.
+//! I/O failures are std::system_error carrying the errno (see eddy/io).
+//! @file
 #pragma once
 
 #include <stdexcept>
@@ -41,6 +42,7 @@ public:
 /// code keeps working; catch OperationCancelled to tell cancellation from other failures.
 class OperationCancelled : public std::system_error {
 public:
+    /// `what` says which operation was cancelled.
     explicit OperationCancelled(const char* what = "eddy: operation cancelled")
         : std::system_error(std::make_error_code(std::errc::operation_canceled), what) {}
 };
@@ -49,6 +51,7 @@ public:
 /// A std::system_error with std::errc::timed_out.
 class TimedOut : public std::system_error {
 public:
+    /// `what` says what timed out.
     explicit TimedOut(const char* what = "eddy::with_timeout: the task timed out")
         : std::system_error(std::make_error_code(std::errc::timed_out), what) {}
 };

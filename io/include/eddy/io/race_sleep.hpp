@@ -1,21 +1,22 @@
-// eddy/io/race_sleep.hpp: when_any(op, eddy::sleep(d)), an operation raced against a sleep,
-// without a coroutine frame.
-//
-//     auto r = co_await eddy::when_any(stream.read(buf), eddy::sleep(5s));
-//     if (r.index() == 1) ...          // the sleep won: the read was cancelled
-//
-// The general when_any runs each argument that is not a Task in a frame of its own; this
-// pairing is the commonest race there is, so it is a with_timeout in disguise
-// (eddy/io/timeout_of.hpp): the operation is awaited in place under a timer at the sleep's
-// deadline, and the result is a std::variant with the winner's index, as when_any gives.
-// (eddy::sleep_until(t) works the same.) What differs from two children racing:
-//   * the operation runs on the awaiting worker (a when_any's first child does too);
-//   * if the sleep's time comes while the operation is completing, the operation's value
-//     wins: a read's bytes are never dropped (the general when_any drops a loser's value);
-//   * a token given to the sleep (`eddy::sleep(d, token)`) stops the race early, as it would
-//     stop that sleep: the operation is cancelled and OperationCancelled is thrown.
-// Everything else is when_any's: the awaiter's cancellation cancels the operation
-// (OperationCancelled), and an exception of the operation is rethrown.
+//! eddy/io/race_sleep.hpp: when_any(op, eddy::sleep(d)), an operation raced against a sleep,
+//! without a coroutine frame.
+//!
+//!     auto r = co_await eddy::when_any(stream.read(buf), eddy::sleep(5s));
+//!     if (r.index() == 1) ...          // the sleep won: the read was cancelled
+//!
+//! The general when_any runs each argument that is not a Task in a frame of its own; this
+//! pairing is the commonest race there is, so it is a with_timeout in disguise
+//! (eddy/io/timeout_of.hpp): the operation is awaited in place under a timer at the sleep's
+//! deadline, and the result is a std::variant with the winner's index, as when_any gives.
+//! (eddy::sleep_until(t) works the same.) What differs from two children racing:
+//!   * the operation runs on the awaiting worker (a when_any's first child does too);
+//!   * if the sleep's time comes while the operation is completing, the operation's value
+//!     wins: a read's bytes are never dropped (the general when_any drops a loser's value);
+//!   * a token given to the sleep (`eddy::sleep(d, token)`) stops the race early, as it would
+//!     stop that sleep: the operation is cancelled and OperationCancelled is thrown.
+//! Everything else is when_any's: the awaiter's cancellation cancels the operation
+//! (OperationCancelled), and an exception of the operation is rethrown.
+//! @file
 #pragma once
 
 #include <cstdint>
@@ -63,10 +64,13 @@ class [[nodiscard]] RaceSleep : public detail::BorrowsLike<H> {
     using V = detail::any_value_t<R>;
 
 public:
+    /// The winner's index and value, as when_any gives.
     using value_type = std::conditional_t<OpIndex == 0, std::variant<V, std::monostate>, std::variant<std::monostate, V>>;
 
+    /// Made by when_any: `op` moved in (or borrowed), the sleep's deadline and token.
     RaceSleep(std::remove_reference_t<H>& op, const detail::SleepAwaiter& sleep)
         : inner_(op, detail::TimeoutSpec{sleep.deadline_ns(), {}, false}, detail::SleepTokenLink(sleep.token())) {}
+    /// Movable until awaited.
     RaceSleep(RaceSleep&&) = default;
     RaceSleep& operator=(RaceSleep&&) = delete;
 
@@ -93,6 +97,7 @@ public:
 
     /// As a Task (one coroutine frame), where a Task is needed.
     Task<value_type> into_task() && { return wrap(std::move(*this)); }
+    /// into_task(), implicitly.
     operator Task<value_type>() && { return wrap(std::move(*this)); }
 
 private:

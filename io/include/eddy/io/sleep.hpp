@@ -1,18 +1,19 @@
-// eddy/io/sleep.hpp: eddy::sleep and eddy::sleep_until, on std::chrono::steady_clock (the
-// runtime's virtual clock under ClockMode::paused or manual: eddy/runtime/time.hpp).
-//
-//     co_await eddy::sleep(100ms);
-//     co_await eddy::sleep_until(deadline);
-//     co_await eddy::sleep(1s, stop_source.get_token());   // cancellable
-//
-// A timer never fires early: the task resumes at or after the deadline. A deadline already
-// reached (zero or negative duration) completes without suspending. A sleep is queued on the
-// calling worker's timer queue (eddy/io/detail/timer.hpp); the reactor thread sleeps in the
-// kernel until the earliest deadline of all queues and resumes what is due: a sleep costs no
-// system call of its own, and one cancelled before it fires costs no trip to the reactor. Cancelled through its stop_token or the task's
-// cancellation, the sleep throws eddy::OperationCancelled (a std::system_error with
-// std::errc::operation_canceled). A sleep that has to suspend throws
-// eddy::WrongThread off a worker thread (one already due completes anywhere).
+//! eddy/io/sleep.hpp: eddy::sleep and eddy::sleep_until, on std::chrono::steady_clock (the
+//! runtime's virtual clock under ClockMode::paused or manual: eddy/runtime/time.hpp).
+//!
+//!     co_await eddy::sleep(100ms);
+//!     co_await eddy::sleep_until(deadline);
+//!     co_await eddy::sleep(1s, stop_source.get_token());   // cancellable
+//!
+//! A timer never fires early: the task resumes at or after the deadline. A deadline already
+//! reached (zero or negative duration) completes without suspending. A sleep is queued on the
+//! calling worker's timer queue (eddy/io/detail/timer.hpp); the reactor thread sleeps in the
+//! kernel until the earliest deadline of all queues and resumes what is due: a sleep costs no
+//! system call of its own, and one cancelled before it fires costs no trip to the reactor. Cancelled through its stop_token or the task's
+//! cancellation, the sleep throws eddy::OperationCancelled (a std::system_error with
+//! std::errc::operation_canceled). A sleep that has to suspend throws
+//! eddy::WrongThread off a worker thread (one already due completes anywhere).
+//! @file
 #pragma once
 
 #include <cerrno>

@@ -1,21 +1,22 @@
-// eddy/io/timeout_of.hpp: eddy::TimeoutOf<A>, what with_timeout returns for an awaitable that
-// is not a Task (an operation such as `stream.read(buf)`, `mutex.lock()`, `eddy::sleep(d)`,
-// another combinator's result, a type of your own). The semantics are with_timeout's
-// (eddy/io/with_timeout.hpp); this file is how it costs no coroutine frame.
-//
-// The operation is awaited in place, by the awaiting task itself: TimeoutOf's await_suspend
-// starts the timer (eddy/io/detail/timeout_arm.hpp), points the awaiting task's promise at the
-// timeout's cancellation for as long as the operation waits, and hands the task to the
-// operation's own await_suspend. The operation registers on that cancellation as it would on
-// the task's; when it resumes the task, await_resume points the promise back, settles the
-// timer, destroys the operation's awaiter (so nothing of it is registered on the scope any
-// more) and only then gives the scope back.
-//
-// While the operation waits, the task's own stop state still reaches it: the timeout's scope
-// is linked under it, as a child's would be. The operation is held as with_timeout got it:
-// moved in (every eddy operation moves until first awaited), or borrowed when its type
-// cannot move (a type of your own: then await the with_timeout in the expression that made
-// it, see eddy/tasks/awaitable.hpp).
+//! eddy/io/timeout_of.hpp: eddy::TimeoutOf<A>, what with_timeout returns for an awaitable that
+//! is not a Task (an operation such as `stream.read(buf)`, `mutex.lock()`, `eddy::sleep(d)`,
+//! another combinator's result, a type of your own). The semantics are with_timeout's
+//! (eddy/io/with_timeout.hpp); this file is how it costs no coroutine frame.
+//!
+//! The operation is awaited in place, by the awaiting task itself: TimeoutOf's await_suspend
+//! starts the timer (eddy/io/detail/timeout_arm.hpp), points the awaiting task's promise at the
+//! timeout's cancellation for as long as the operation waits, and hands the task to the
+//! operation's own await_suspend. The operation registers on that cancellation as it would on
+//! the task's; when it resumes the task, await_resume points the promise back, settles the
+//! timer, destroys the operation's awaiter (so nothing of it is registered on the scope any
+//! more) and only then gives the scope back.
+//!
+//! While the operation waits, the task's own stop state still reaches it: the timeout's scope
+//! is linked under it, as a child's would be. The operation is held as with_timeout got it:
+//! moved in (every eddy operation moves until first awaited), or borrowed when its type
+//! cannot move (a type of your own: then await the with_timeout in the expression that made
+//! it, see eddy/tasks/awaitable.hpp).
+//! @file
 #pragma once
 
 #include <coroutine>
@@ -40,11 +41,13 @@ class [[nodiscard]] TimeoutOf : public detail::BorrowsLike<H> {
     using A = std::remove_reference_t<H>;
 
 public:
-    using value_type = await_result_t<A>;
+    using value_type = await_result_t<A>;  ///< what awaiting it gives: the operation's result
 
+    /// Made by with_timeout: `a` moved in (or borrowed, H a reference), the time limit `spec`.
     TimeoutOf(A& a, detail::TimeoutSpec spec, Extra extra = {}) noexcept(
         std::is_nothrow_constructible_v<detail::AwaiterSlot<H>, A&> && std::is_nothrow_move_constructible_v<Extra>)
         : op_(a), arm_(spec), extra_(std::move(extra)) {}
+    /// Movable until awaited.
     TimeoutOf(TimeoutOf&& o) noexcept(std::is_nothrow_move_constructible_v<detail::AwaiterSlot<H>> &&
                                       std::is_nothrow_move_constructible_v<Extra>)
         : op_(std::move(o.op_)), arm_(std::move(o.arm_)), extra_(std::move(o.extra_)) {}
@@ -104,6 +107,7 @@ public:
 
     /// As a Task (one coroutine frame), where a Task is needed.
     Task<value_type> into_task() && { return wrap(std::move(*this)); }
+    /// into_task(), implicitly.
     operator Task<value_type>() && { return wrap(std::move(*this)); }
 
 private:

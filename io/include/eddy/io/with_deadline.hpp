@@ -1,43 +1,44 @@
-// eddy/io/with_deadline.hpp: eddy::with_deadline(time, task), a deadline inherited through the
-// task tree, and eddy::this_task::deadline().
-//
-//     co_await eddy::with_deadline(500ms, handle(conn));   // or a steady_clock::time_point
-//     ...                                                   // anywhere below:
-//     std::size_t n = co_await conn.read(buf);              // eddy::TimedOut past the deadline
-//     auto d = co_await eddy::this_task::deadline();        // std::optional<time_point>
-//
-// Who sees it: the task and, like cancellation and task_local values, every task it awaits,
-// the children of when_all, when_any, with_timeout and a TaskGroup started below it. Not
-// spawned tasks (eddy::spawn, JoinSet: they start with none), nor shield()ed ones (a
-// deadline is a kind of cancellation, and shield runs cleanup to the end). A nested
-// with_deadline only tightens: the tasks under it get the earlier of the two.
-//
-// What it does: every I/O operation that has to go to the kernel under it carries the
-// deadline there, linked to an IORING_OP_LINK_TIMEOUT with an absolute CLOCK_MONOTONIC time
-// (io/link_timeout.cpp): no timer in the reactor or on the worker, and nothing to disarm
-// when the operation completes first. Expiry cancels the operation in the kernel, and its
-// awaiter throws eddy::TimedOut (a std::system_error with std::errc::timed_out); an
-// operation whose deadline passed before it would be submitted throws it at once, without
-// submitting. What completes at once (data already there, a write that fits) keeps its
-// value. Socket reads and writes (TcpStream, UnixStream, accept) wait on a one-shot poll of
-// their own, linked the same way, instead of the socket's shared multishot poll
-// (eddy/io/detail/socket_io.hpp, "Under a deadline").
-//
-// What it does not do: interrupt computation, or waits that are not I/O (sleep, a Mutex, a
-// Channel, an Event, awaiting a JoinHandle). Those run on; use with_timeout(task, d) for a
-// limit that cancels whatever the task waits on, at the price of a timer per call.
-// (with_timeout(task, duration or time_point), eddy/io/with_timeout.hpp, is that.)
-//
-// Under a virtual clock (RuntimeConfig::clock paused or manual, eddy/runtime/time.hpp) the
-// kernel's timeouts cannot follow the runtime's time: there with_deadline is a with_timeout at
-// the same time point (a timer on the virtual clock that stops the task, which also ends its
-// non-I/O waits), the operations under it link nothing, and this_task::deadline() still
-// reports the deadline. The deadline is read on the runtime's clock either way.
-//
-// Cost: a with_deadline is one coroutine frame; under it, each operation that goes to the
-// kernel costs one more SQE and one more CQE, and a clock read; without a deadline, one
-// branch on the path that waits. Errors: what the task throws, passed on; eddy::TimedOut
-// from the operations it reaches; an empty task eddy::BrokenTask.
+//! eddy/io/with_deadline.hpp: eddy::with_deadline(time, task), a deadline inherited through the
+//! task tree, and eddy::this_task::deadline().
+//!
+//!     co_await eddy::with_deadline(500ms, handle(conn));   // or a steady_clock::time_point
+//!     ...                                                   // anywhere below:
+//!     std::size_t n = co_await conn.read(buf);              // eddy::TimedOut past the deadline
+//!     auto d = co_await eddy::this_task::deadline();        // std::optional<time_point>
+//!
+//! Who sees it: the task and, like cancellation and task_local values, every task it awaits,
+//! the children of when_all, when_any, with_timeout and a TaskGroup started below it. Not
+//! spawned tasks (eddy::spawn, JoinSet: they start with none), nor shield()ed ones (a
+//! deadline is a kind of cancellation, and shield runs cleanup to the end). A nested
+//! with_deadline only tightens: the tasks under it get the earlier of the two.
+//!
+//! What it does: every I/O operation that has to go to the kernel under it carries the
+//! deadline there, linked to an IORING_OP_LINK_TIMEOUT with an absolute CLOCK_MONOTONIC time
+//! (io/link_timeout.cpp): no timer in the reactor or on the worker, and nothing to disarm
+//! when the operation completes first. Expiry cancels the operation in the kernel, and its
+//! awaiter throws eddy::TimedOut (a std::system_error with std::errc::timed_out); an
+//! operation whose deadline passed before it would be submitted throws it at once, without
+//! submitting. What completes at once (data already there, a write that fits) keeps its
+//! value. Socket reads and writes (TcpStream, UnixStream, accept) wait on a one-shot poll of
+//! their own, linked the same way, instead of the socket's shared multishot poll
+//! (eddy/io/detail/socket_io.hpp, "Under a deadline").
+//!
+//! What it does not do: interrupt computation, or waits that are not I/O (sleep, a Mutex, a
+//! Channel, an Event, awaiting a JoinHandle). Those run on; use with_timeout(task, d) for a
+//! limit that cancels whatever the task waits on, at the price of a timer per call.
+//! (with_timeout(task, duration or time_point), eddy/io/with_timeout.hpp, is that.)
+//!
+//! Under a virtual clock (RuntimeConfig::clock paused or manual, eddy/runtime/time.hpp) the
+//! kernel's timeouts cannot follow the runtime's time: there with_deadline is a with_timeout at
+//! the same time point (a timer on the virtual clock that stops the task, which also ends its
+//! non-I/O waits), the operations under it link nothing, and this_task::deadline() still
+//! reports the deadline. The deadline is read on the runtime's clock either way.
+//!
+//! Cost: a with_deadline is one coroutine frame; under it, each operation that goes to the
+//! kernel costs one more SQE and one more CQE, and a clock read; without a deadline, one
+//! branch on the path that waits. Errors: what the task throws, passed on; eddy::TimedOut
+//! from the operations it reaches; an empty task eddy::BrokenTask.
+//! @file
 #pragma once
 
 #include <algorithm>

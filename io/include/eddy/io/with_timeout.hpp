@@ -1,34 +1,35 @@
-// eddy/io/with_timeout.hpp: eddy::with_timeout, an operation or a task with a time limit (a
-// duration or a time point).
-//
-//     std::size_t n = co_await eddy::with_timeout(stream.read(buf), 5s);     // or TimedOut
-//     std::string line = co_await eddy::with_timeout(read_line(conn), 5s);   // a Task
-//     std::optional<std::size_t> m = co_await eddy::timeout_or(stream.read(buf), 5s);  // no throw
-//
-// It takes any eddy::Awaitable (eddy/tasks/awaitable.hpp): an operation (a read, a lock, a
-// receive, a sleep), a Task, another combinator's result, a type of your own. The operation
-// runs at once on the awaiting worker, under a cancellation of its own that is linked under
-// the awaiter's, while a timer waits on that worker's timer queue (eddy/io/detail/timer.hpp,
-// eddy/io/detail/timeout_arm.hpp). If it finishes first, its value is returned (or its
-// exception rethrown) and the timer is unlinked: no trip to the reactor, no allocation. If
-// the time runs out first, the reactor stops that cancellation (what the operation waits on
-// throws eddy::OperationCancelled, eddy/tasks/cancellation.hpp) and with_timeout waits until
-// it has stopped. Then:
-//   * if it stopped by that cancellation, eddy::TimedOut is thrown (a std::system_error with
-//     std::errc::timed_out), or timeout_or gives std::nullopt;
-//   * if it finished anyway (the cancel came too late: its read had completed, say), its
-//     value is returned: a result is never thrown away, so no bytes a read consumed are lost;
-//   * if it failed with another exception, that exception is rethrown.
-// Cancelling the awaiter cancels the operation (OperationCancelled, not TimedOut). What
-// does not listen to cancellation (a computation, a type of your own that ignores eddy's
-// stop state) runs to its end: a timeout cannot take it away, unlike dropping a Rust future.
-// Awaiting off a worker throws eddy::WrongThread; an empty task eddy::BrokenTask.
-//
-// Costs. with_timeout returns an awaitable that costs nothing until awaited and allocates
-// nothing when awaited: for a Task an eddy::Timeout<T> (the task's own frame is the only
-// one), for any other awaitable an eddy::TimeoutOf<A> (eddy/io/timeout_of.hpp), which awaits
-// the operation in place, with no coroutine frame at all. Both convert to a Task (one
-// frame) where a Task is needed.
+//! eddy/io/with_timeout.hpp: eddy::with_timeout, an operation or a task with a time limit (a
+//! duration or a time point).
+//!
+//!     std::size_t n = co_await eddy::with_timeout(stream.read(buf), 5s);     // or TimedOut
+//!     std::string line = co_await eddy::with_timeout(read_line(conn), 5s);   // a Task
+//!     std::optional<std::size_t> m = co_await eddy::timeout_or(stream.read(buf), 5s);  // no throw
+//!
+//! It takes any eddy::Awaitable (eddy/tasks/awaitable.hpp): an operation (a read, a lock, a
+//! receive, a sleep), a Task, another combinator's result, a type of your own. The operation
+//! runs at once on the awaiting worker, under a cancellation of its own that is linked under
+//! the awaiter's, while a timer waits on that worker's timer queue (eddy/io/detail/timer.hpp,
+//! eddy/io/detail/timeout_arm.hpp). If it finishes first, its value is returned (or its
+//! exception rethrown) and the timer is unlinked: no trip to the reactor, no allocation. If
+//! the time runs out first, the reactor stops that cancellation (what the operation waits on
+//! throws eddy::OperationCancelled, eddy/tasks/cancellation.hpp) and with_timeout waits until
+//! it has stopped. Then:
+//!   * if it stopped by that cancellation, eddy::TimedOut is thrown (a std::system_error with
+//!     std::errc::timed_out), or timeout_or gives std::nullopt;
+//!   * if it finished anyway (the cancel came too late: its read had completed, say), its
+//!     value is returned: a result is never thrown away, so no bytes a read consumed are lost;
+//!   * if it failed with another exception, that exception is rethrown.
+//! Cancelling the awaiter cancels the operation (OperationCancelled, not TimedOut). What
+//! does not listen to cancellation (a computation, a type of your own that ignores eddy's
+//! stop state) runs to its end: a timeout cannot take it away, unlike dropping a Rust future.
+//! Awaiting off a worker throws eddy::WrongThread; an empty task eddy::BrokenTask.
+//!
+//! Costs. with_timeout returns an awaitable that costs nothing until awaited and allocates
+//! nothing when awaited: for a Task an eddy::Timeout<T> (the task's own frame is the only
+//! one), for any other awaitable an eddy::TimeoutOf<A> (eddy/io/timeout_of.hpp), which awaits
+//! the operation in place, with no coroutine frame at all. Both convert to a Task (one
+//! frame) where a Task is needed.
+//! @file
 #pragma once
 
 #include <chrono>
@@ -54,13 +55,16 @@ namespace eddy {
 template <class T>
 class [[nodiscard]] Timeout {
 public:
-    using Clock = std::chrono::steady_clock;
-    using value_type = T;
+    using Clock = std::chrono::steady_clock;  ///< the runtime's clock reads this time
+    using value_type = T;                     ///< what awaiting it gives
 
+    /// `task` with the time limit `deadline`.
     Timeout(Task<T> task, Clock::time_point deadline) noexcept
         : task_(std::move(task)), arm_(detail::TimeoutSpec::at(deadline)) {}
+    /// `task` with the time limit `timeout` after it is awaited.
     Timeout(Task<T> task, Clock::duration timeout) noexcept
         : task_(std::move(task)), arm_(detail::TimeoutSpec::after(timeout)) {}
+    /// Movable until awaited.
     Timeout(Timeout&& other) noexcept : task_(std::move(other.task_)), arm_(std::move(other.arm_)) {}
     Timeout& operator=(Timeout&&) = delete;
     Timeout(const Timeout&) = delete;
@@ -97,6 +101,7 @@ public:
 
     /// As a Task (one coroutine frame), for spawn, when_all, TaskGroup::spawn and the like.
     Task<T> into_task() && { return wrap(std::move(*this)); }
+    /// into_task(), implicitly.
     operator Task<T>() && { return wrap(std::move(*this)); }
 
 private:
@@ -179,9 +184,12 @@ with_timeout_t<A> with_timeout(A&& a, std::chrono::duration<Rep, Period> timeout
 template <class Inner>
 class [[nodiscard]] TimeoutOr : public detail::BorrowsIf<borrows_operands_v<Inner>> {
 public:
+    /// std::optional of the operation's result; bool for void.
     using value_type = detail::maybe_t<typename Inner::value_type>;
 
+    /// Made by timeout_or.
     explicit TimeoutOr(Inner inner) noexcept(std::is_nothrow_move_constructible_v<Inner>) : inner_(std::move(inner)) {}
+    /// Movable until awaited.
     TimeoutOr(TimeoutOr&&) = default;
     TimeoutOr& operator=(TimeoutOr&&) = delete;
 
@@ -195,6 +203,7 @@ public:
 
     /// As a Task (one coroutine frame), where a Task is needed.
     Task<value_type> into_task() && { return wrap(std::move(*this)); }
+    /// into_task(), implicitly.
     operator Task<value_type>() && { return wrap(std::move(*this)); }
 
 private:

@@ -1,29 +1,30 @@
-// eddy/runtime/coop.hpp: the cooperative budget, which keeps a task whose operations never
-// have to wait from holding its worker.
-//
-// Fast paths make eddy quick: a read that finds data, a send that fits, a mutex that is free,
-// a channel that has an item all complete without suspending. A task that only ever meets
-// such operations would never give its worker back, and every other task queued there (a
-// timer that fired, a connection whose data arrived) would wait until it ends. So each time a
-// worker polls a task it gives it a budget of operations (128, as Tokio does). Every
-// operation that completes at once spends one unit; the one that spends the last makes the
-// task yield: it goes behind every other runnable task of its worker, with the operation's
-// result kept for it (nothing is lost or done twice), and the budget is full again the next
-// time the task runs. Operations that suspend anyway cost nothing.
-//
-// What consumes budget: socket, pipe and file operations that complete at once; Channel send
-// and receive, oneshot receive, Mutex lock, Semaphore acquire, Event and Latch waits granted
-// at once; awaiting a JoinHandle of a finished task; when_all/when_any whose children all
-// finished without suspending; a sleep whose deadline has passed; consume_budget() below.
-// Not: awaiting a Task (a call), yield_now (it yields anyway), synchronous calls such as
-// Mutex::unlock or Channel::try_send.
-//
-//     for (;;) {                                      // a loop on always-ready I/O
-//         std::size_t n = co_await file.read_at(buf, offset);  // yields every 128 reads
-//         ...
-//     }
-//     co_await eddy::coop::consume_budget();          // a long computation's turn to count
-//     co_await eddy::coop::unconstrained(flush_all()); // must not be preempted: no budget
+//! eddy/runtime/coop.hpp: the cooperative budget, which keeps a task whose operations never
+//! have to wait from holding its worker.
+//!
+//! Fast paths make eddy quick: a read that finds data, a send that fits, a mutex that is free,
+//! a channel that has an item all complete without suspending. A task that only ever meets
+//! such operations would never give its worker back, and every other task queued there (a
+//! timer that fired, a connection whose data arrived) would wait until it ends. So each time a
+//! worker polls a task it gives it a budget of operations (128, as Tokio does). Every
+//! operation that completes at once spends one unit; the one that spends the last makes the
+//! task yield: it goes behind every other runnable task of its worker, with the operation's
+//! result kept for it (nothing is lost or done twice), and the budget is full again the next
+//! time the task runs. Operations that suspend anyway cost nothing.
+//!
+//! What consumes budget: socket, pipe and file operations that complete at once; Channel send
+//! and receive, oneshot receive, Mutex lock, Semaphore acquire, Event and Latch waits granted
+//! at once; awaiting a JoinHandle of a finished task; when_all/when_any whose children all
+//! finished without suspending; a sleep whose deadline has passed; consume_budget() below.
+//! Not: awaiting a Task (a call), yield_now (it yields anyway), synchronous calls such as
+//! Mutex::unlock or Channel::try_send.
+//!
+//!     for (;;) {                                      // a loop on always-ready I/O
+//!         std::size_t n = co_await file.read_at(buf, offset);  // yields every 128 reads
+//!         ...
+//!     }
+//!     co_await eddy::coop::consume_budget();          // a long computation's turn to count
+//!     co_await eddy::coop::unconstrained(flush_all()); // must not be preempted: no budget
+//! @file
 #pragma once
 
 #include <coroutine>

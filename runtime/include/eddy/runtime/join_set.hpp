@@ -1,36 +1,37 @@
-// eddy/runtime/join_set.hpp: JoinSet<T>, a set of spawned tasks whose results are taken in
-// the order they finish (Tokio's JoinSet).
-//
-//     eddy::JoinSet<std::size_t> set;
-//     for (auto& url : urls) set.spawn(fetch(url));
-//     while (auto n = co_await set.join_next()) total += *n;   // completion order
-//
-// Semantics:
-//   * `spawn(task)` starts the task at once (eddy::spawn_abortable: it runs in parallel on
-//     the workers) and returns its AbortHandle. The set holds its result until taken.
-//   * `co_await join_next()` gives the result of a finished task that was not taken yet, in
-//     the order they finished, suspending while tasks run and none has finished;
-//     std::nullopt once the set is empty (nothing running, nothing to take). A task's
-//     exception is rethrown by the join_next that takes it (the set stays usable: call
-//     join_next again for the others); an aborted task that ended by an exception gives
-//     eddy::TaskAborted. `try_join_next()` never suspends (std::nullopt: nothing finished).
-//   * `abort_all()` aborts every task still running (eddy/runtime/abort_handle.hpp); they
-//     stay in the set until join_next takes their outcomes. Destroying the set aborts its
-//     running tasks and discards every result; the tasks unwind on their own, nothing waits
-//     for them (as in Tokio; use a TaskGroup when the parent must wait).
-//   * `size()` counts the tasks running plus the results not taken.
-//   * Cost per task: the task's frame, a small runner frame, an abort state and a list node.
-//   * `JoinSet<void>` gives std::optional<std::monostate>: `while (co_await set.join_next())`.
-//
-// Who may call what: the set belongs to one owner at a time (a task, or code running one step
-// of it): spawn, join_next, try_join_next, abort_all and the destructor are not called
-// concurrently with each other; size() from anywhere. spawn and join_next need a runtime
-// worker (eddy::WrongThread otherwise); spawning an empty task throws eddy::BrokenTask.
-// The tasks hold the set's shared state, not the set: the set may be destroyed (or moved)
-// while they run.
-//
-// Cancellation: a join_next cancelled while it waits resumes with eddy::OperationCancelled
-// and takes nothing; one that was handed a result before the cancel took effect returns it.
+//! eddy/runtime/join_set.hpp: JoinSet<T>, a set of spawned tasks whose results are taken in
+//! the order they finish (Tokio's JoinSet).
+//!
+//!     eddy::JoinSet<std::size_t> set;
+//!     for (auto& url : urls) set.spawn(fetch(url));
+//!     while (auto n = co_await set.join_next()) total += *n;   // completion order
+//!
+//! Semantics:
+//!   * `spawn(task)` starts the task at once (eddy::spawn_abortable: it runs in parallel on
+//!     the workers) and returns its AbortHandle. The set holds its result until taken.
+//!   * `co_await join_next()` gives the result of a finished task that was not taken yet, in
+//!     the order they finished, suspending while tasks run and none has finished;
+//!     std::nullopt once the set is empty (nothing running, nothing to take). A task's
+//!     exception is rethrown by the join_next that takes it (the set stays usable: call
+//!     join_next again for the others); an aborted task that ended by an exception gives
+//!     eddy::TaskAborted. `try_join_next()` never suspends (std::nullopt: nothing finished).
+//!   * `abort_all()` aborts every task still running (eddy/runtime/abort_handle.hpp); they
+//!     stay in the set until join_next takes their outcomes. Destroying the set aborts its
+//!     running tasks and discards every result; the tasks unwind on their own, nothing waits
+//!     for them (as in Tokio; use a TaskGroup when the parent must wait).
+//!   * `size()` counts the tasks running plus the results not taken.
+//!   * Cost per task: the task's frame, a small runner frame, an abort state and a list node.
+//!   * `JoinSet<void>` gives std::optional<std::monostate>: `while (co_await set.join_next())`.
+//!
+//! Who may call what: the set belongs to one owner at a time (a task, or code running one step
+//! of it): spawn, join_next, try_join_next, abort_all and the destructor are not called
+//! concurrently with each other; size() from anywhere. spawn and join_next need a runtime
+//! worker (eddy::WrongThread otherwise); spawning an empty task throws eddy::BrokenTask.
+//! The tasks hold the set's shared state, not the set: the set may be destroyed (or moved)
+//! while they run.
+//!
+//! Cancellation: a join_next cancelled while it waits resumes with eddy::OperationCancelled
+//! and takes nothing; one that was handed a result before the cancel took effect returns it.
+//! @file
 #pragma once
 
 #include <cstddef>
@@ -54,6 +55,8 @@
 
 namespace eddy {
 
+/// A set of spawned tasks whose results are taken in the order they finish (see the file's
+/// prologue): Tokio's JoinSet.
 template <class T>
 class JoinSet {
     static_assert(std::is_void_v<T> || std::is_move_constructible_v<T>,
@@ -61,6 +64,7 @@ class JoinSet {
     static_assert(!std::is_reference_v<T>, "eddy::JoinSet<T&> is not supported; return pointers instead");
 
 public:
+    /// What join_next() gives per task: T, or std::monostate for void.
     using value_type = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
     class NextAwaiter;
 
@@ -142,7 +146,10 @@ private:
 
 public:
     JoinSet() : shared_(std::make_shared<Shared>()) {}
+    /// Takes the other set's tasks over; the moved-from set is empty and throws BrokenTask
+    /// on use.
     JoinSet(JoinSet&&) noexcept = default;
+    /// Aborts this set's tasks (as the destructor does), then takes the other's over.
     JoinSet& operator=(JoinSet&& other) noexcept {
         if (this != &other) {
             abort_all();
@@ -190,11 +197,13 @@ public:
         return spawn(detail::detached_task(std::forward<A>(a)));
     }
 
+    /// What join_next() returns: awaiting it gives the next finished task's result.
     class [[nodiscard]] NextAwaiter : public detail::WaitAwaiter<NextAwaiter> {
     public:
         static constexpr const char* kWhat = "co_await on eddy::JoinSet::join_next()";
         static constexpr const char* kCancelled = "eddy::JoinSet::join_next: the wait was cancelled";
 
+        /// Made by join_next().
         explicit NextAwaiter(std::shared_ptr<typename JoinSet::Shared> s) noexcept
             : detail::WaitAwaiter<NextAwaiter>(s->waiters), shared_(std::move(s)) {}
         NextAwaiter(const NextAwaiter&) = delete;
@@ -269,8 +278,10 @@ public:
         std::lock_guard guard(shared_->lock);
         return shared_->live + shared_->ready.size();
     }
+    /// size() == 0.
     bool empty() const noexcept { return size() == 0; }
 
+private:
     static Task<void> run(std::shared_ptr<Shared> s, Task<T> task, Member* me) {
         Outcome o;
         try {

@@ -1,20 +1,21 @@
-// eddy/runtime/runtime.hpp: Runtime, a pool of worker threads that runs tasks.
-//
-// Shape: N workers, each with a bounded work-stealing deque, plus one global injection
-// queue. A task spawned on a worker goes to that worker's deque; one spawned from outside
-// goes to the injection queue. Idle workers steal half of a busy worker's deque, and park
-// when there is nothing to do; new work wakes at most one of them.
-//
-//     eddy::Runtime rt(eddy::RuntimeConfig{.workers = 4});
-//     int answer = rt.block_on(compute());          // from main(), not from a task
-//     auto handle = rt.spawn(background());         // from any thread
-//
-// Shutdown (`shutdown()` or the destructor): refuses new spawns, stops and joins the workers
-// (a task that is running finishes its current step; nothing else runs afterwards), then
-// destroys every task that did not finish, so their locals are released. Handles to such
-// tasks throw eddy::RuntimeStopped when awaited. Calling shutdown from one of the runtime's
-// own workers throws eddy::WrongThread (it would join itself); the destructor must likewise
-// not run on a worker.
+//! eddy/runtime/runtime.hpp: Runtime, a pool of worker threads that runs tasks.
+//!
+//! Shape: N workers, each with a bounded work-stealing deque, plus one global injection
+//! queue. A task spawned on a worker goes to that worker's deque; one spawned from outside
+//! goes to the injection queue. Idle workers steal half of a busy worker's deque, and park
+//! when there is nothing to do; new work wakes at most one of them.
+//!
+//!     eddy::Runtime rt(eddy::RuntimeConfig{.workers = 4});
+//!     int answer = rt.block_on(compute());          // from main(), not from a task
+//!     auto handle = rt.spawn(background());         // from any thread
+//!
+//! Shutdown (`shutdown()` or the destructor): refuses new spawns, stops and joins the workers
+//! (a task that is running finishes its current step; nothing else runs afterwards), then
+//! destroys every task that did not finish, so their locals are released. Handles to such
+//! tasks throw eddy::RuntimeStopped when awaited. Calling shutdown from one of the runtime's
+//! own workers throws eddy::WrongThread (it would join itself); the destructor must likewise
+//! not run on a worker.
+//! @file
 #pragma once
 
 #include <chrono>
@@ -35,6 +36,8 @@
 
 namespace eddy {
 
+/// N worker threads with work-stealing deques, an injection queue and an io_uring reactor
+/// thread: where tasks run (see the file's prologue). Tokio's Runtime and Handle in one.
 class Runtime {
 public:
     /// Starts the workers. Throws std::invalid_argument for a bad field of `config` (naming it

@@ -1,4 +1,5 @@
-// eddy/runtime/spawn.hpp: eddy::spawn, starting a task on the caller's runtime.
+//! eddy/runtime/spawn.hpp: eddy::spawn, starting a task on the caller's runtime.
+//! @file
 #pragma once
 
 #include <string_view>

@@ -1,41 +1,42 @@
-// eddy/runtime/task_group.hpp: TaskGroup, a nursery: tasks started in it never outlive it.
-//
-//     co_await eddy::task_group([&](eddy::TaskGroup& g) -> eddy::Task<void> {
-//         for (;;) g.spawn(serve(co_await listener.accept()));   // children run in parallel
-//     });
-//
-// Semantics:
-//   * task_group(body) is lazy like every Task. Awaited, it calls `body(group)` and runs the
-//     returned task at once on the awaiting worker; the body and every child spawned into the
-//     group (from the body or from other children) are the group's members.
-//   * `g.spawn(task)` queues the child on the calling worker (it runs next there, Tokio's
-//     LIFO slot, and idle workers may steal what it displaces), so children run in parallel.
-//     Members may be added while the group runs, for as long as one member is still running.
-//   * The group completes when the body and every child have finished, their frames
-//     destroyed; the awaiter resumes on the worker that finished the last one. A finished
-//     child's frame is freed at once, so a long-running group (a server) does not grow.
-//   * Failure: the first member to throw cancels every other member; once all have stopped,
-//     its exception is rethrown from the co_await. An OperationCancelled thrown after the
-//     group's cancellation was requested is how members stop, not a failure.
-//   * Supervision: `task_group(body, on_child_error)` runs the same group, except that a
-//     child's exception does not fail the group: it is handed to `on_child_error` (a callable
-//     taking std::exception_ptr, run on the worker that finished the child, possibly on
-//     several workers at once: it must be thread-safe), and the other members run on. For
-//     servers: one connection's reset must not close the others. The body's own exception
-//     still fails the group (it cancels the children, then is rethrown), and so does an
-//     exception escaping `on_child_error`. OperationCancelled after the group's cancellation
-//     was requested is how members stop, and is not handed to the handler.
-//   * Cancellation: `g.cancel()` cancels every member (what each awaits throws
-//     eddy::OperationCancelled, eddy/tasks/cancellation.hpp); a group stopped that way
-//     completes normally. Cancelling the group's awaiter cancels every member too, and the
-//     co_await then throws OperationCancelled (if no member failed otherwise; also when the
-//     awaiter's stop came just as the last member finished). Children spawned after a cancel
-//     start cancelled.
-//   * No member outlives the group. At runtime shutdown, destroying the frame that awaits
-//     the group destroys the members that had not finished.
-// Errors: spawning an empty task throws eddy::BrokenTask; awaiting the group off a worker
-// throws eddy::WrongThread. `spawn` must be called by a member of the group (the body or a
-// child) while it runs: the group (and its TaskGroup&) is gone once it has completed.
+//! eddy/runtime/task_group.hpp: TaskGroup, a nursery: tasks started in it never outlive it.
+//!
+//!     co_await eddy::task_group([&](eddy::TaskGroup& g) -> eddy::Task<void> {
+//!         for (;;) g.spawn(serve(co_await listener.accept()));   // children run in parallel
+//!     });
+//!
+//! Semantics:
+//!   * task_group(body) is lazy like every Task. Awaited, it calls `body(group)` and runs the
+//!     returned task at once on the awaiting worker; the body and every child spawned into the
+//!     group (from the body or from other children) are the group's members.
+//!   * `g.spawn(task)` queues the child on the calling worker (it runs next there, Tokio's
+//!     LIFO slot, and idle workers may steal what it displaces), so children run in parallel.
+//!     Members may be added while the group runs, for as long as one member is still running.
+//!   * The group completes when the body and every child have finished, their frames
+//!     destroyed; the awaiter resumes on the worker that finished the last one. A finished
+//!     child's frame is freed at once, so a long-running group (a server) does not grow.
+//!   * Failure: the first member to throw cancels every other member; once all have stopped,
+//!     its exception is rethrown from the co_await. An OperationCancelled thrown after the
+//!     group's cancellation was requested is how members stop, not a failure.
+//!   * Supervision: `task_group(body, on_child_error)` runs the same group, except that a
+//!     child's exception does not fail the group: it is handed to `on_child_error` (a callable
+//!     taking std::exception_ptr, run on the worker that finished the child, possibly on
+//!     several workers at once: it must be thread-safe), and the other members run on. For
+//!     servers: one connection's reset must not close the others. The body's own exception
+//!     still fails the group (it cancels the children, then is rethrown), and so does an
+//!     exception escaping `on_child_error`. OperationCancelled after the group's cancellation
+//!     was requested is how members stop, and is not handed to the handler.
+//!   * Cancellation: `g.cancel()` cancels every member (what each awaits throws
+//!     eddy::OperationCancelled, eddy/tasks/cancellation.hpp); a group stopped that way
+//!     completes normally. Cancelling the group's awaiter cancels every member too, and the
+//!     co_await then throws OperationCancelled (if no member failed otherwise; also when the
+//!     awaiter's stop came just as the last member finished). Children spawned after a cancel
+//!     start cancelled.
+//!   * No member outlives the group. At runtime shutdown, destroying the frame that awaits
+//!     the group destroys the members that had not finished.
+//! Errors: spawning an empty task throws eddy::BrokenTask; awaiting the group off a worker
+//! throws eddy::WrongThread. `spawn` must be called by a member of the group (the body or a
+//! child) while it runs: the group (and its TaskGroup&) is gone once it has completed.
+//! @file
 #pragma once
 
 #include <atomic>
@@ -61,6 +62,8 @@ namespace eddy {
 /// What a supervising task_group does with a child's exception (see above).
 using ChildErrorHandler = std::function<void(std::exception_ptr)>;
 
+/// A scope whose members run in parallel and are all finished when it completes (see the
+/// file's prologue); made by eddy::task_group and eddy::supervised_task_group.
 class TaskGroup {
 public:
     TaskGroup(const TaskGroup&) = delete;
@@ -96,6 +99,7 @@ public:
     /// The co_await of a group (used by task_group()).
     class Awaiter {
     public:
+        /// The group `g` whose body is `body`.
         Awaiter(TaskGroup& g, Task<void>& body) : group_(g), body_(body) {}
         bool await_ready() const {
             detail::require_worker("eddy::task_group");

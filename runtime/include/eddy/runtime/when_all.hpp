@@ -1,28 +1,29 @@
-// eddy/runtime/when_all.hpp: eddy::when_all, awaiting several tasks that run in parallel.
-//
-//     auto [a, b] = co_await eddy::when_all(twice(1), twice(20));       // std::tuple<int, int>
-//     std::vector<int> all = co_await eddy::when_all(std::move(tasks)); // std::vector<Task<int>>
-//
-// Semantics:
-//   * Lazy: nothing starts until the result is awaited (or spawned). The variadic form
-//     returns an eddy::WhenAll awaitable (below), the vector form a Task.
-//   * The first child then runs at once on the awaiting worker and the others are queued on
-//     its deque, so idle workers steal them and they run in parallel; there is no start
-//     order to rely on.
-//   * The awaiter resumes exactly once, after the last child finished, on the worker that
-//     finished it.
-//   * Results come in argument (or vector) order. A `Task<void>` child contributes
-//     std::monostate to the tuple; `when_all(std::vector<Task<void>>)` returns void;
-//     a `Task<T&>` child contributes T&.
-//   * If a child throws, the others are cancelled (what they await throws
-//     eddy::OperationCancelled, see eddy/tasks/cancellation.hpp) and waited for; then the
-//     first exception (in time) is rethrown; the other results and exceptions are discarded.
-//     No child is left running.
-//   * Cancelling the awaiter cancels every child; the when_all then rethrows the first
-//     child's exception (usually OperationCancelled).
-//   * Empty input completes at once.
-// Errors: an empty child task throws eddy::BrokenTask, and awaiting off a worker thread
-// throws eddy::WrongThread, both before any child starts.
+//! eddy/runtime/when_all.hpp: eddy::when_all, awaiting several tasks that run in parallel.
+//!
+//!     auto [a, b] = co_await eddy::when_all(twice(1), twice(20));       // std::tuple<int, int>
+//!     std::vector<int> all = co_await eddy::when_all(std::move(tasks)); // std::vector<Task<int>>
+//!
+//! Semantics:
+//!   * Lazy: nothing starts until the result is awaited (or spawned). The variadic form
+//!     returns an eddy::WhenAll awaitable (below), the vector form a Task.
+//!   * The first child then runs at once on the awaiting worker and the others are queued on
+//!     its deque, so idle workers steal them and they run in parallel; there is no start
+//!     order to rely on.
+//!   * The awaiter resumes exactly once, after the last child finished, on the worker that
+//!     finished it.
+//!   * Results come in argument (or vector) order. A `Task<void>` child contributes
+//!     std::monostate to the tuple; `when_all(std::vector<Task<void>>)` returns void;
+//!     a `Task<T&>` child contributes T&.
+//!   * If a child throws, the others are cancelled (what they await throws
+//!     eddy::OperationCancelled, see eddy/tasks/cancellation.hpp) and waited for; then the
+//!     first exception (in time) is rethrown; the other results and exceptions are discarded.
+//!     No child is left running.
+//!   * Cancelling the awaiter cancels every child; the when_all then rethrows the first
+//!     child's exception (usually OperationCancelled).
+//!   * Empty input completes at once.
+//! Errors: an empty child task throws eddy::BrokenTask, and awaiting off a worker thread
+//! throws eddy::WrongThread, both before any child starts.
+//! @file
 #pragma once
 
 #include <coroutine>
@@ -50,9 +51,12 @@ namespace eddy {
 template <class... Ts>
 class [[nodiscard]] WhenAll {
 public:
+    /// The children's results in argument order (std::monostate for a void child).
     using value_type = std::tuple<detail::child_value_t<Ts>...>;
 
+    /// Holds the tasks; nothing runs until it is awaited.
     explicit WhenAll(Task<Ts>... tasks) noexcept : tasks_(std::move(tasks)...) {}
+    /// Movable until awaited.
     WhenAll(WhenAll&& other) noexcept : tasks_(std::move(other.tasks_)) {}
     WhenAll& operator=(WhenAll&&) = delete;
     WhenAll(const WhenAll&) = delete;
@@ -80,6 +84,7 @@ public:
 
     /// As a Task (one coroutine frame), for spawn, block_on, when_any and the like.
     Task<value_type> into_task() && { return wrap(std::move(*this)); }
+    /// into_task(), implicitly.
     operator Task<value_type>() && { return wrap(std::move(*this)); }
 
 private:

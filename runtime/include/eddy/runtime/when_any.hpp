@@ -1,28 +1,29 @@
-// eddy/runtime/when_any.hpp: eddy::when_any, racing tasks: the first to finish wins.
-//
-//     std::variant<int, std::string> r = co_await eddy::when_any(fetch_a(), fetch_b());
-//     if (r.index() == 0) ... std::get<0>(r) ...
-//     eddy::WhenAnyResult<int> w = co_await eddy::when_any(std::move(tasks));  // w.index, w.value
-//
-// Semantics:
-//   * Lazy, parallel and resumed like when_all (eddy/runtime/when_all.hpp):
-//     the first child runs at once on the awaiting worker, the others are queued on its deque.
-//   * The first child to finish wins, whether it returned or threw. The others are then
-//     cancelled (what they await throws eddy::OperationCancelled; see
-//     eddy/tasks/cancellation.hpp) and waited for: when when_any returns, no child is
-//     running and every child frame is gone with its buffers. Their results and exceptions
-//     are discarded, also the value of a loser that finished before its cancellation took
-//     effect: race only work whose result may be dropped (a read's bytes may not; use
-//     eddy::with_timeout for that, which never drops a finished task's value).
-//   * The winner's value comes back with its index: a std::variant with one alternative per
-//     argument (index() is the winner, even when two arguments have the same type;
-//     `Task<void>` gives std::monostate, `Task<T&>` std::reference_wrapper<T>), or for a
-//     vector a WhenAnyResult<T> {index, value} (a plain index for `Task<void>`).
-//   * If the winner threw, its exception is rethrown after the others stopped.
-//   * Cancelling the awaiter cancels every child; the first to finish then usually carries
-//     OperationCancelled, which is rethrown.
-// Errors: an empty child throws eddy::BrokenTask and awaiting off a worker eddy::WrongThread,
-// before any child starts; an empty vector throws std::invalid_argument (nothing could win).
+//! eddy/runtime/when_any.hpp: eddy::when_any, racing tasks: the first to finish wins.
+//!
+//!     std::variant<int, std::string> r = co_await eddy::when_any(fetch_a(), fetch_b());
+//!     if (r.index() == 0) ... std::get<0>(r) ...
+//!     eddy::WhenAnyResult<int> w = co_await eddy::when_any(std::move(tasks));  // w.index, w.value
+//!
+//! Semantics:
+//!   * Lazy, parallel and resumed like when_all (eddy/runtime/when_all.hpp):
+//!     the first child runs at once on the awaiting worker, the others are queued on its deque.
+//!   * The first child to finish wins, whether it returned or threw. The others are then
+//!     cancelled (what they await throws eddy::OperationCancelled; see
+//!     eddy/tasks/cancellation.hpp) and waited for: when when_any returns, no child is
+//!     running and every child frame is gone with its buffers. Their results and exceptions
+//!     are discarded, also the value of a loser that finished before its cancellation took
+//!     effect: race only work whose result may be dropped (a read's bytes may not; use
+//!     eddy::with_timeout for that, which never drops a finished task's value).
+//!   * The winner's value comes back with its index: a std::variant with one alternative per
+//!     argument (index() is the winner, even when two arguments have the same type;
+//!     `Task<void>` gives std::monostate, `Task<T&>` std::reference_wrapper<T>), or for a
+//!     vector a WhenAnyResult<T> {index, value} (a plain index for `Task<void>`).
+//!   * If the winner threw, its exception is rethrown after the others stopped.
+//!   * Cancelling the awaiter cancels every child; the first to finish then usually carries
+//!     OperationCancelled, which is rethrown.
+//! Errors: an empty child throws eddy::BrokenTask and awaiting off a worker eddy::WrongThread,
+//! before any child starts; an empty vector throws std::invalid_argument (nothing could win).
+//! @file
 #pragma once
 
 #include <array>
@@ -79,8 +80,8 @@ Variant take_winner_at(std::size_t winner, Tuple& tasks, std::index_sequence<Is.
 /// The winner of `when_any(std::vector<Task<T>>)`: its position in the vector and its value.
 template <class T>
 struct WhenAnyResult {
-    std::size_t index;
-    T value;
+    std::size_t index;  ///< the winner's position in the vector
+    T value;            ///< its value
 };
 
 template <class... Ts>

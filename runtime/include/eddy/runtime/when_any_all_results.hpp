@@ -1,30 +1,31 @@
-// eddy/runtime/when_any_all_results.hpp: eddy::when_any_all_results, a race that drops no
-// finished result.
-//
-//     auto r = co_await eddy::when_any_all_results(read_frame(a), read_frame(b));
-//     r.winner                      // 0 or 1: who finished first
-//     std::get<0>(r.values)         // std::optional<Frame>: engaged for the winner, and for a
-//                                   // loser that returned before its cancellation took effect
-//
-// eddy::when_any (eddy/runtime/when_any.hpp) keeps only the winner's value: a loser that had
-// already finished when the losers were cancelled (two reads whose data arrived together) is
-// thrown away with its value, as Tokio's select! does. when_any_all_results runs the same race
-// (the same lazy start, the same cancellation of the losers, the same wait until every child
-// frame is gone) and then hands back every child that returned a value: the winner's and each
-// loser's that returned anyway. A loser that stopped by OperationCancelled, or failed with
-// another exception, has an empty slot (its exception is dropped, as in when_any). What a
-// loser had consumed before it threw (the first half of a message it was still reading) is
-// its own to keep or give back: only what a task returns is kept here.
-//
-// Results:
-//   * variadic: WhenAnyAll<Ts...> {winner, values}, `values` a std::tuple of one
-//     std::optional per argument (std::monostate for Task<void>, std::reference_wrapper<T>
-//     for Task<T&>);
-//   * vector: WhenAnyAllVector<T> {winner, values}, `values[i]` the i-th task's slot.
-// If the winner threw, its exception is rethrown after the others stopped (the losers'
-// values are dropped then: nothing won). Errors as for when_any: an empty child throws
-// eddy::BrokenTask and awaiting off a worker eddy::WrongThread, before any child starts; an
-// empty vector std::invalid_argument.
+//! eddy/runtime/when_any_all_results.hpp: eddy::when_any_all_results, a race that drops no
+//! finished result.
+//!
+//!     auto r = co_await eddy::when_any_all_results(read_frame(a), read_frame(b));
+//!     r.winner                      // 0 or 1: who finished first
+//!     std::get<0>(r.values)         // std::optional<Frame>: engaged for the winner, and for a
+//!                                   // loser that returned before its cancellation took effect
+//!
+//! eddy::when_any (eddy/runtime/when_any.hpp) keeps only the winner's value: a loser that had
+//! already finished when the losers were cancelled (two reads whose data arrived together) is
+//! thrown away with its value, as Tokio's select! does. when_any_all_results runs the same race
+//! (the same lazy start, the same cancellation of the losers, the same wait until every child
+//! frame is gone) and then hands back every child that returned a value: the winner's and each
+//! loser's that returned anyway. A loser that stopped by OperationCancelled, or failed with
+//! another exception, has an empty slot (its exception is dropped, as in when_any). What a
+//! loser had consumed before it threw (the first half of a message it was still reading) is
+//! its own to keep or give back: only what a task returns is kept here.
+//!
+//! Results:
+//!   * variadic: WhenAnyAll<Ts...> {winner, values}, `values` a std::tuple of one
+//!     std::optional per argument (std::monostate for Task<void>, std::reference_wrapper<T>
+//!     for Task<T&>);
+//!   * vector: WhenAnyAllVector<T> {winner, values}, `values[i]` the i-th task's slot.
+//! If the winner threw, its exception is rethrown after the others stopped (the losers'
+//! values are dropped then: nothing won). Errors as for when_any: an empty child throws
+//! eddy::BrokenTask and awaiting off a worker eddy::WrongThread, before any child starts; an
+//! empty vector std::invalid_argument.
+//! @file
 #pragma once
 
 #include <array>
@@ -49,14 +50,16 @@ namespace eddy {
 /// The result of when_any_all_results(tasks...): see above.
 template <class... Ts>
 struct WhenAnyAll {
-    std::size_t winner;
+    std::size_t winner;  ///< the argument that finished first
+    /// Each child's value, or std::nullopt for one that ended by an exception.
     std::tuple<std::optional<detail::any_value_t<Ts>>...> values;
 };
 
 /// The result of when_any_all_results(std::vector<Task<T>>): see above.
 template <class T>
 struct WhenAnyAllVector {
-    std::size_t winner;
+    std::size_t winner;  ///< the position of the task that finished first
+    /// Each task's value, or std::nullopt for one that ended by an exception.
     std::vector<std::optional<detail::any_value_t<T>>> values;
 };
 

@@ -1,36 +1,37 @@
-// eddy/tasks/awaitable.hpp: what eddy's combinators accept, and how they hold it.
-//
-//     co_await eddy::with_timeout(stream.read(buf), 1s);           // an operation
-//     co_await eddy::when_any(channel.receive(), eddy::sleep(1s)); // two of them
-//     co_await eddy::with_timeout(fetch(url), 1s);                 // a Task
-//
-// # The concept
-// An eddy::Awaitable is anything a Task can `co_await` as an rvalue: a Task, an eddy
-// operation (what `stream.read(buf)`, `eddy::sleep(d)`, `mutex.lock()` return), a combinator's
-// result (eddy::Timeout, eddy::WhenAll), or a type of your own with await_ready /
-// await_suspend / await_resume or a member `operator co_await`. (A free operator co_await is
-// not looked for.) eddy::await_result_t<A> is what awaiting it gives; an rvalue reference
-// result is taken as a value.
-//
-// # Who owns the operation
-// Every combinator takes the awaitable as an rvalue (a temporary, or std::move(op)) and
-// holds it until it has finished with it:
-//   * a movable awaitable (every Task and every eddy operation: they move until first
-//     awaited, like a Rust future before its first poll) is moved into the combinator, which
-//     destroys it before it lets go of the cancellation the operation ran under;
-//   * a non-movable awaitable of your own is borrowed: it must outlive the combinator, which
-//     it does when the combinator is awaited in the expression that made both
-//     (`co_await eddy::with_timeout(my_op(), 1s)`), not stored in a variable first.
-// What an operation points into (the buffer of a read, the stream, the channel) stays the
-// caller's, as with any asynchronous call: it must outlive the co_await. So:
-//   * combinators that await in place (with_timeout, timeout_or, with_deadline, when_all,
-//     when_any, when_any_all_results, shield, with_stop_token, block_on) take any awaitable;
-//   * those that run it after the caller moves on (spawn, spawn_abortable, Runtime::spawn,
-//     TaskGroup::spawn, JoinSet::spawn) take only what owns its operands: a Task, or a
-//     movable awaitable that does not borrow (eddy::sleep does not; every operation on a
-//     stream, a file, a channel or a lock does, and says so with a nested
-//     `borrows_operands` type). They refuse the others at compile time with a message that
-//     says so: spawn a Task that owns the stream and the buffer instead.
+//! eddy/tasks/awaitable.hpp: what eddy's combinators accept, and how they hold it.
+//!
+//!     co_await eddy::with_timeout(stream.read(buf), 1s);           // an operation
+//!     co_await eddy::when_any(channel.receive(), eddy::sleep(1s)); // two of them
+//!     co_await eddy::with_timeout(fetch(url), 1s);                 // a Task
+//!
+//! # The concept
+//! An eddy::Awaitable is anything a Task can `co_await` as an rvalue: a Task, an eddy
+//! operation (what `stream.read(buf)`, `eddy::sleep(d)`, `mutex.lock()` return), a combinator's
+//! result (eddy::Timeout, eddy::WhenAll), or a type of your own with await_ready /
+//! await_suspend / await_resume or a member `operator co_await`. (A free operator co_await is
+//! not looked for.) eddy::await_result_t<A> is what awaiting it gives; an rvalue reference
+//! result is taken as a value.
+//!
+//! # Who owns the operation
+//! Every combinator takes the awaitable as an rvalue (a temporary, or std::move(op)) and
+//! holds it until it has finished with it:
+//!   * a movable awaitable (every Task and every eddy operation: they move until first
+//!     awaited, like a Rust future before its first poll) is moved into the combinator, which
+//!     destroys it before it lets go of the cancellation the operation ran under;
+//!   * a non-movable awaitable of your own is borrowed: it must outlive the combinator, which
+//!     it does when the combinator is awaited in the expression that made both
+//!     (`co_await eddy::with_timeout(my_op(), 1s)`), not stored in a variable first.
+//! What an operation points into (the buffer of a read, the stream, the channel) stays the
+//! caller's, as with any asynchronous call: it must outlive the co_await. So:
+//!   * combinators that await in place (with_timeout, timeout_or, with_deadline, when_all,
+//!     when_any, when_any_all_results, shield, with_stop_token, block_on) take any awaitable;
+//!   * those that run it after the caller moves on (spawn, spawn_abortable, Runtime::spawn,
+//!     TaskGroup::spawn, JoinSet::spawn) take only what owns its operands: a Task, or a
+//!     movable awaitable that does not borrow (eddy::sleep does not; every operation on a
+//!     stream, a file, a channel or a lock does, and says so with a nested
+//!     `borrows_operands` type). They refuse the others at compile time with a message that
+//!     says so: spawn a Task that owns the stream and the buffer instead.
+//! @file
 #pragma once
 
 #include <concepts>

@@ -1,37 +1,38 @@
-// eddy/tasks/cancellation.hpp: how a task learns that it is cancelled, and how it shields
-// work from cancellation.
-//
-// # The model
-// Every task runs under a cancellation (or none): a stop state of eddy's own
-// (detail/stop_state.hpp), which code outside eddy sees as a std::stop_token. An awaited
-// task inherits its awaiter's; the children of when_all, when_any and a TaskGroup run under
-// one of the combinator's own, which is stopped when the combinator's awaiter is cancelled
-// and when the combinator decides to stop them (a sibling failed, a winner finished, a
-// timeout expired).
-// Spawned tasks (eddy::spawn, Runtime::spawn) start uncancellable, like Tokio's.
-//
-// What a stop request does to a task:
-//   * whatever it is suspended on (a socket or file operation, a sleep, a Mutex, Semaphore,
-//     Event, Latch or channel wait) is cancelled: I/O with IORING_OP_ASYNC_CANCEL, timers and
-//     waits by removal. The task resumes with eddy::OperationCancelled once the operation has
-//     really let go (an I/O buffer is never written after the task moved on);
-//   * an operation that had completed before the cancel took effect delivers its result
-//     instead, exactly once (no bytes of a partial read are lost); the next suspending
-//     operation then throws;
-//   * a suspending operation started after the stop request throws at once, without
-//     suspending;
-//   * computation is not interrupted: a long loop checks `this_task::check_cancelled()`;
-//   * not cancellation points: awaiting a JoinHandle (a spawned task is not a child: use a
-//     TaskGroup member or an awaited child task instead) and a sleep whose deadline has
-//     already passed (it never suspends).
-// OperationCancelled then unwinds the task like any exception; the combinator that cancelled
-// it waits for it to finish (its frame destroyed) before going on.
-//
-// # Tools
-//     std::stop_token t = co_await eddy::this_task::stop_token();  // empty when uncancellable
-//     co_await eddy::this_task::check_cancelled();  // throws OperationCancelled if stopped
-//     co_await eddy::shield(conn.close_gracefully());  // runs to the end, whatever happens
-//     co_await eddy::with_stop_token(work(), source.get_token());  // your own cancel button
+//! eddy/tasks/cancellation.hpp: how a task learns that it is cancelled, and how it shields
+//! work from cancellation.
+//!
+//! # The model
+//! Every task runs under a cancellation (or none): a stop state of eddy's own
+//! (detail/stop_state.hpp), which code outside eddy sees as a std::stop_token. An awaited
+//! task inherits its awaiter's; the children of when_all, when_any and a TaskGroup run under
+//! one of the combinator's own, which is stopped when the combinator's awaiter is cancelled
+//! and when the combinator decides to stop them (a sibling failed, a winner finished, a
+//! timeout expired).
+//! Spawned tasks (eddy::spawn, Runtime::spawn) start uncancellable, like Tokio's.
+//!
+//! What a stop request does to a task:
+//!   * whatever it is suspended on (a socket or file operation, a sleep, a Mutex, Semaphore,
+//!     Event, Latch or channel wait) is cancelled: I/O with IORING_OP_ASYNC_CANCEL, timers and
+//!     waits by removal. The task resumes with eddy::OperationCancelled once the operation has
+//!     really let go (an I/O buffer is never written after the task moved on);
+//!   * an operation that had completed before the cancel took effect delivers its result
+//!     instead, exactly once (no bytes of a partial read are lost); the next suspending
+//!     operation then throws;
+//!   * a suspending operation started after the stop request throws at once, without
+//!     suspending;
+//!   * computation is not interrupted: a long loop checks `this_task::check_cancelled()`;
+//!   * not cancellation points: awaiting a JoinHandle (a spawned task is not a child: use a
+//!     TaskGroup member or an awaited child task instead) and a sleep whose deadline has
+//!     already passed (it never suspends).
+//! OperationCancelled then unwinds the task like any exception; the combinator that cancelled
+//! it waits for it to finish (its frame destroyed) before going on.
+//!
+//! # Tools
+//!     std::stop_token t = co_await eddy::this_task::stop_token();  // empty when uncancellable
+//!     co_await eddy::this_task::check_cancelled();  // throws OperationCancelled if stopped
+//!     co_await eddy::shield(conn.close_gracefully());  // runs to the end, whatever happens
+//!     co_await eddy::with_stop_token(work(), source.get_token());  // your own cancel button
+//! @file
 #pragma once
 
 #include <coroutine>

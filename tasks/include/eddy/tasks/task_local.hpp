@@ -1,31 +1,32 @@
-// eddy/tasks/task_local.hpp: task_local<T>, a value scoped to a task and the tasks under it
-// (Tokio's task_local!): request ids, tracing spans, a tenant, a deadline budget.
-//
-//     eddy::task_local<std::string> request_id;            // a global or static, like a key
-//
-//     co_await request_id.scope(make_id(), handle(req));   // handle() and all it awaits see it
-//     ...
-//     const std::string& id = co_await request_id.get();   // anywhere below that scope
-//     const std::string* maybe = co_await request_id.try_get();  // nullptr when unbound
-//
-// Who sees a binding: the task run by `scope(value, task)` and, as for cancellation, every
-// task it awaits, the children of when_all, when_any, with_timeout and a TaskGroup started
-// below it, and shield()ed tasks. Not spawned tasks (eddy::spawn, JoinSet): as in Tokio, a
-// spawned task starts with no bindings; pass the value, or bind it again in the new task.
-// A nested `scope` of the same key hides the outer value for the tasks under it only.
-//
-// The value lives in the scope's frame, for as long as the task runs: get() hands out a
-// reference to it, const because the children of a when_all read it in parallel (put a
-// std::atomic or a lock inside T for shared mutable state).
-//
-// Cost: a read is O(1), with no map and no lock: each key has a slot number fixed when it is
-// constructed, and every scope carries a table of the values bound above it, indexed by slot.
-// A binding copies its parent's table (one pointer per key in the program, so a few words),
-// inline up to kInline keys and in one allocation beyond.
-//
-// Errors: get() on a key not bound for the calling task throws eddy::TaskLocalUnset (a
-// std::logic_error); try_get() returns nullptr instead. A key must outlive the tasks that
-// read it; it is neither copyable nor movable.
+//! eddy/tasks/task_local.hpp: task_local<T>, a value scoped to a task and the tasks under it
+//! (Tokio's task_local!): request ids, tracing spans, a tenant, a deadline budget.
+//!
+//!     eddy::task_local<std::string> request_id;            // a global or static, like a key
+//!
+//!     co_await request_id.scope(make_id(), handle(req));   // handle() and all it awaits see it
+//!     ...
+//!     const std::string& id = co_await request_id.get();   // anywhere below that scope
+//!     const std::string* maybe = co_await request_id.try_get();  // nullptr when unbound
+//!
+//! Who sees a binding: the task run by `scope(value, task)` and, as for cancellation, every
+//! task it awaits, the children of when_all, when_any, with_timeout and a TaskGroup started
+//! below it, and shield()ed tasks. Not spawned tasks (eddy::spawn, JoinSet): as in Tokio, a
+//! spawned task starts with no bindings; pass the value, or bind it again in the new task.
+//! A nested `scope` of the same key hides the outer value for the tasks under it only.
+//!
+//! The value lives in the scope's frame, for as long as the task runs: get() hands out a
+//! reference to it, const because the children of a when_all read it in parallel (put a
+//! std::atomic or a lock inside T for shared mutable state).
+//!
+//! Cost: a read is O(1), with no map and no lock: each key has a slot number fixed when it is
+//! constructed, and every scope carries a table of the values bound above it, indexed by slot.
+//! A binding copies its parent's table (one pointer per key in the program, so a few words),
+//! inline up to kInline keys and in one allocation beyond.
+//!
+//! Errors: get() on a key not bound for the calling task throws eddy::TaskLocalUnset (a
+//! std::logic_error); try_get() returns nullptr instead. A key must outlive the tasks that
+//! read it; it is neither copyable nor movable.
+//! @file
 #pragma once
 
 #include <algorithm>
@@ -99,6 +100,8 @@ protected:
 
 } // namespace detail
 
+/// A value bound for a task and everything it awaits (Tokio's task_local!): see the file's
+/// prologue.
 template <class T>
 class task_local {
     static_assert(std::is_object_v<T> && !std::is_array_v<T>, "eddy::task_local<T>: T must be an object type");

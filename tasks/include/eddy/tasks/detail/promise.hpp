@@ -163,6 +163,7 @@ class Promise;
 } // namespace eddy::detail
 
 namespace eddy {
+/// A lazy coroutine giving T (eddy/tasks/task.hpp).
 template <class T = void>
 class [[nodiscard]] Task;
 }

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <mutex>
 #include <stdexcept>
+#include <utility>
 
 #include <eddy/runtime/detail/spin_lock.hpp>
 #include <eddy/runtime/detail/wait_queue.hpp>
@@ -61,7 +62,8 @@ public:
         static constexpr const char* kCancelled = "eddy::Barrier::arrive_and_wait: the wait was cancelled";
 
         explicit Awaiter(Barrier& b) noexcept : WaitAwaiter(b.waiters_), barrier_(b) {}
-        Awaiter(Awaiter&&) = delete;
+        /// Movable until first awaited (WaitAwaiter asserts it): `o` has not arrived.
+        Awaiter(Awaiter&& o) noexcept : WaitAwaiter(std::move(o)), barrier_(o.barrier_) {}
         /// Lock held: arrives. The waiters are this generation's other arrivals, so this one
         /// completes it when they are parties - 1.
         bool try_now(detail::WakeList& wakes) noexcept {

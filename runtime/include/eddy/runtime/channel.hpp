@@ -68,6 +68,9 @@ public:
 
         SendAwaiter(Channel& ch, T value) noexcept(std::is_nothrow_move_constructible_v<T>)
             : detail::WaitAwaiter<SendAwaiter>(ch.senders_), ch_(ch), value_(std::move(value)) {}
+        /// Movable until first awaited (WaitAwaiter asserts it): the value goes along.
+        SendAwaiter(SendAwaiter&& o) noexcept(std::is_nothrow_move_constructible_v<T>)
+            : detail::WaitAwaiter<SendAwaiter>(std::move(o)), ch_(o.ch_), value_(std::move(o.value_)) {}
         SendAwaiter(const SendAwaiter&) = delete;
         SendAwaiter& operator=(const SendAwaiter&) = delete;
         ~SendAwaiter() { this->leave(); }  // before value_ goes: a receiver may take it
@@ -98,6 +101,8 @@ public:
         static constexpr const char* kCancelled = "eddy::Channel::receive: the wait was cancelled";
 
         explicit ReceiveAwaiter(Channel& ch) noexcept : detail::WaitAwaiter<ReceiveAwaiter>(ch.receivers_), ch_(ch) {}
+        /// Movable until first awaited (WaitAwaiter asserts it): nothing was received yet.
+        ReceiveAwaiter(ReceiveAwaiter&& o) noexcept : detail::WaitAwaiter<ReceiveAwaiter>(std::move(o)), ch_(o.ch_) {}
         ReceiveAwaiter(const ReceiveAwaiter&) = delete;
         ReceiveAwaiter& operator=(const ReceiveAwaiter&) = delete;
         ~ReceiveAwaiter() { this->leave(); }  // before item_ goes: a sender may fill it

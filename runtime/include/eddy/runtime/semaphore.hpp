@@ -30,6 +30,7 @@
 
 #include <cstddef>
 #include <mutex>
+#include <utility>
 
 #include <eddy/runtime/detail/spin_lock.hpp>
 #include <eddy/runtime/detail/wait_queue.hpp>
@@ -48,7 +49,8 @@ public:
         static constexpr const char* kCancelled = "eddy::Semaphore::acquire: the wait was cancelled";
 
         AcquireAwaiter(Semaphore& s, std::size_t n) noexcept : WaitAwaiter(s.waiters_), sem_(s), n_(n) {}
-        AcquireAwaiter(AcquireAwaiter&&) = delete;
+        /// Movable until first awaited (WaitAwaiter asserts it): nothing was granted to `o`.
+        AcquireAwaiter(AcquireAwaiter&& o) noexcept : WaitAwaiter(std::move(o)), sem_(o.sem_), n_(o.n_) {}
         /// Permits granted to a frame that is destroyed before it resumed (runtime shutdown)
         /// go back, so none is lost.
         ~AcquireAwaiter() {

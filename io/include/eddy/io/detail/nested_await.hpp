@@ -13,6 +13,7 @@
 // nested one decided and touches nothing after handing the coroutine over.
 #pragma once
 
+#include <cassert>
 #include <coroutine>
 #include <cstddef>
 #include <new>
@@ -39,6 +40,12 @@ template <class A>
 class NestedAwait {
 public:
     NestedAwait() noexcept {}
+    /// Movable while nothing is made (before the outer awaiter's await_suspend), so that the
+    /// outer awaiter moves until first awaited; the new one is empty too.
+    NestedAwait(NestedAwait&& o) noexcept {
+        assert(!o.made_ && "eddy: an awaiter moved after it was awaited");
+        (void)o;
+    }
     NestedAwait(const NestedAwait&) = delete;
     NestedAwait& operator=(const NestedAwait&) = delete;
     ~NestedAwait() { reset(); }

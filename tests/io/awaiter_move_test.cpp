@@ -81,6 +81,10 @@ static_assert(kMovable<decltype(ref<eddy::io::BufReader<DescriptorStream>>().rea
 static_assert(kMovable<decltype(ref<eddy::io::BufReader<DescriptorStream>>().read_line(ref<std::string>()))>);
 static_assert(kMovable<decltype(ref<eddy::io::BufWriter<DescriptorStream>>().write_all(some_data()))>);
 static_assert(kMovable<decltype(ref<eddy::io::BufWriter<DescriptorStream>>().flush())>);
+// Moved into place once, never assigned over.
+static_assert(!std::is_move_assignable_v<decltype(eddy::io::read(0, some_buf()))>);
+static_assert(!std::is_move_assignable_v<decltype(eddy::sleep(std::chrono::seconds(1)))>);
+static_assert(!std::is_move_assignable_v<decltype(ref<eddy::Interval>().tick())>);
 
 /// Writes `s` to `fd` once the reader had the chance to wait for it.
 Task<void> write_later(int fd, std::string s) {

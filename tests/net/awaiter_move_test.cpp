@@ -60,6 +60,9 @@ static_assert(kMovable<decltype(ref<eddy::io::BufReader<TcpStream>>().read_exact
 static_assert(kMovable<decltype(ref<eddy::io::BufReader<TcpStream>>().read_line(ref<std::string>()))>);
 static_assert(kMovable<decltype(ref<eddy::io::BufWriter<TcpStream>>().write_all(some_data()))>);
 static_assert(kMovable<decltype(ref<eddy::io::BufWriter<TcpStream>>().flush())>);
+// Moved into place once, never assigned over.
+static_assert(!std::is_move_assignable_v<decltype(ref<TcpStream>().read(some_buf()))>);
+static_assert(!std::is_move_assignable_v<decltype(ref<TcpStream>().read_vectored(some_iov()))>);
 
 /// Writes `s` once the reader had the chance to wait for it.
 template <class S>

@@ -81,6 +81,9 @@ static_assert(kMovable<decltype(eddy::this_task::stop_token())>);
 static_assert(kMovable<decltype(eddy::this_task::check_cancelled())>);
 static_assert(kMovable<decltype(ref<const eddy::task_local<int>>().get())>);
 static_assert(kMovable<decltype(ref<const eddy::task_local<int>>().try_get())>);
+// Moved into place once, never assigned over.
+static_assert(!std::is_move_assignable_v<decltype(ref<eddy::Mutex>().lock())>);
+static_assert(!std::is_move_assignable_v<decltype(ref<eddy::Channel<int>>().receive())>);
 
 Task<void> send_later(eddy::Channel<std::string>& ch, std::string v) {
     co_await eddy::yield_now();

@@ -5,7 +5,7 @@
 // an error is thrown as std::system_error carrying the errno, a cancelled operation (its
 // token, or the awaiting task's cancellation) as eddy::OperationCancelled, one whose
 // deadline passed (eddy::with_deadline) as eddy::TimedOut. The awaiter (with the buffer it points to) must stay where
-// it is until then: it is meant to be awaited as the temporary it is returned as.
+// it is until then: it moves only before it is first awaited.
 #pragma once
 
 #include <cassert>

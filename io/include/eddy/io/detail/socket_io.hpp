@@ -121,7 +121,7 @@ private:
 
 /// The awaiter of one socket operation. `co_await` gives the count (recv, send) or the new
 /// descriptor (accept); errors throw std::system_error with the errno, cancellation
-/// eddy::OperationCancelled. Meant to be awaited as the temporary it is returned as.
+/// eddy::OperationCancelled. Movable until first awaited, never after.
 class SocketAwaiter : private Runnable {
 public:
     /// kSendAll sends until all `len` bytes are out (waiting whenever the socket is full),

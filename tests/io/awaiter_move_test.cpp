@@ -106,7 +106,7 @@ TEST_CASE("a moved pipe read waits for the writer and fills the buffer it was gi
     eddy::io::Pipe p = eddy::io::pipe();
     const std::string got = run_alone([](eddy::io::Pipe& p) -> Task<std::string> {
         std::array<std::byte, 16> buf{};
-        auto op = relocate(eddy::io::read(p.read_end.get(), buf));
+        auto op = relocate([&] { return eddy::io::read(p.read_end.get(), buf); });
         eddy::spawn(write_later(p.write_end.get(), "through"));
         const std::size_t n = co_await op;
         co_return text(std::span(buf).first(n));
@@ -117,7 +117,7 @@ TEST_CASE("a moved pipe read waits for the writer and fills the buffer it was gi
 TEST_CASE("a moved readiness wait reports the pipe readable") {
     eddy::io::Pipe p = eddy::io::pipe();
     const unsigned revents = run_alone([](eddy::io::Pipe& p) -> Task<unsigned> {
-        auto op = relocate(eddy::io::readable(p.read_end.get()));
+        auto op = relocate([&] { return eddy::io::readable(p.read_end.get()); });
         eddy::spawn(write_later(p.write_end.get(), "x"));
         co_return co_await op;
     }(p));
@@ -130,10 +130,10 @@ TEST_CASE("a moved file read and write_at reach the file") {
     std::ofstream(path) << "file contents";
     const std::string got = run_alone([](std::string path) -> Task<std::string> {
         eddy::fs::File f = co_await eddy::fs::File::open(path, O_RDWR);
-        auto write = relocate(f.write_at(bytes("FILE"), 0));
+        auto write = relocate([&] { return f.write_at(bytes("FILE"), 0); });
         CHECK(co_await write == 4);
         std::array<std::byte, 64> buf{};
-        auto read = relocate(f.read(buf));
+        auto read = relocate([&] { return f.read(buf); });
         const std::size_t n = co_await read;
         co_return text(std::span(buf).first(n));
     }(path));
@@ -143,11 +143,11 @@ TEST_CASE("a moved file read and write_at reach the file") {
 TEST_CASE("a moved sleep waits out its deadline; a moved cancellable sleep obeys its token") {
     const bool ok = run_alone([]() -> Task<bool> {
         const auto deadline = Clock::now() + std::chrono::milliseconds(5);
-        auto nap = relocate(eddy::sleep_until(deadline));
+        auto nap = relocate([&] { return eddy::sleep_until(deadline); });
         co_await nap;
         const bool on_time = Clock::now() >= deadline;  // never early
         std::stop_source source;
-        auto long_nap = relocate(eddy::sleep(std::chrono::hours(1), source.get_token()));
+        auto long_nap = relocate([&] { return eddy::sleep(std::chrono::hours(1), source.get_token()); });
         eddy::spawn(stop_later(source));
         bool cancelled = false;
         try {
@@ -167,7 +167,7 @@ TEST_CASE("a moved interval tick keeps the claim and takes the tick") {
         bool claimed = false;
         Clock::time_point t0;
         {
-            auto tick = relocate(iv.tick());
+            auto tick = relocate([&] { return iv.tick(); });
             try {
                 (void)iv.tick();  // the moved tick still holds the claim
             } catch (const std::logic_error&) {
@@ -175,8 +175,8 @@ TEST_CASE("a moved interval tick keeps the claim and takes the tick") {
             }
             t0 = co_await tick;
         }
-        const Clock::time_point t1 = co_await relocate(iv.tick());
-        (void)relocate(iv.tick());  // dropped unawaited: the claim is released once
+        const Clock::time_point t1 = co_await relocate([&] { return iv.tick(); });
+        (void)relocate([&] { return iv.tick(); });  // dropped unawaited: the claim is released once
         iv.reset();                   // throws if it were still claimed
         co_return claimed && t1 - t0 == period;
     }());
@@ -190,17 +190,17 @@ TEST_CASE("moved BufReader and BufWriter operations read and write through the p
     const std::string got = run_alone([](DescriptorStream& in, DescriptorStream& out) -> Task<std::string> {
         eddy::io::BufWriter writer(out, 64);
         eddy::io::BufReader reader(in, 64);
-        auto put = relocate(writer.write_all(std::string_view("first line\nsecond")));
+        auto put = relocate([&] { return writer.write_all(std::string_view("first line\nsecond")); });
         co_await put;
-        auto flush = relocate(writer.flush());
+        auto flush = relocate([&] { return writer.flush(); });
         co_await flush;
         std::string line;
-        auto get = relocate(reader.read_line(line));
+        auto get = relocate([&] { return reader.read_line(line); });
         CHECK(co_await get);
         std::array<std::byte, 3> three{};
-        auto exact = relocate(reader.read_exact(three));
+        auto exact = relocate([&] { return reader.read_exact(three); });
         co_await exact;
-        auto fill = relocate(reader.fill_buf());
+        auto fill = relocate([&] { return reader.fill_buf(); });
         const std::span<const std::byte> rest = co_await fill;
         co_return line + "|" + text(three) + "|" + text(rest);
     }(in, out));
@@ -211,9 +211,9 @@ TEST_CASE("I/O operations moved and dropped unawaited leave nothing behind") {
     eddy::io::Pipe p = eddy::io::pipe();
     const std::string got = run_alone([](eddy::io::Pipe& p) -> Task<std::string> {
         std::array<std::byte, 8> buf{};
-        (void)relocate(eddy::io::read(p.read_end.get(), buf));
-        (void)relocate(eddy::io::readable(p.read_end.get()));
-        (void)relocate(eddy::sleep(std::chrono::milliseconds(1)));
+        (void)relocate([&] { return eddy::io::read(p.read_end.get(), buf); });
+        (void)relocate([&] { return eddy::io::readable(p.read_end.get()); });
+        (void)relocate([&] { return eddy::sleep(std::chrono::milliseconds(1)); });
         // The pipe is untouched: the next read gets what is written.
         co_await eddy::io::write(p.write_end.get(), bytes("after"));
         const std::size_t n = co_await eddy::io::read(p.read_end.get(), buf);

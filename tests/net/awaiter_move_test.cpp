@@ -80,7 +80,7 @@ TEST_CASE("a moved TcpStream read waits for the peer and fills the buffer it was
     const std::string got = run_alone([](TcpListener& listener) -> Task<std::string> {
         eddy::test::Connection c = co_await eddy::test::connect_pair(listener);
         std::array<std::byte, 16> buf{};
-        auto op = relocate(c.server.read(buf));
+        auto op = relocate([&] { return c.server.read(buf); });
         eddy::spawn(write_later(c.client, "over tcp"));
         const std::size_t n = co_await op;
         co_return text(std::span(buf).first(n));
@@ -92,13 +92,13 @@ TEST_CASE("moved TcpStream write, write_all and vectored operations move the byt
     TcpListener listener = TcpListener::bind(eddy::net::SocketAddr::loopback_v4(0));
     const std::string got = run_alone([](TcpListener& listener) -> Task<std::string> {
         eddy::test::Connection c = co_await eddy::test::connect_pair(listener);
-        auto w = relocate(c.client.write(bytes("ab")));
+        auto w = relocate([&] { return c.client.write(bytes("ab")); });
         CHECK(co_await w == 2);
-        auto all = relocate(c.client.write_all(std::string_view("cd")));
+        auto all = relocate([&] { return c.client.write_all(std::string_view("cd")); });
         CHECK(co_await all == 2);
         std::string e = "e", fg = "fg";
         const std::array<iovec, 2> out{iovec{e.data(), e.size()}, iovec{fg.data(), fg.size()}};
-        auto wv = relocate(c.client.write_vectored(out));
+        auto wv = relocate([&] { return c.client.write_vectored(out); });
         CHECK(co_await wv == 3);
         c.client.shutdown();
         // Read it back in two pieces through one moved recvmsg per call, until end of stream.
@@ -107,7 +107,7 @@ TEST_CASE("moved TcpStream write, write_all and vectored operations move the byt
             std::array<char, 2> head{};
             std::array<char, 5> tail{};
             const std::array<iovec, 2> in{iovec{head.data(), head.size()}, iovec{tail.data(), tail.size()}};
-            auto rv = relocate(c.server.read_vectored(in));
+            auto rv = relocate([&] { return c.server.read_vectored(in); });
             const std::size_t n = co_await rv;
             if (n == 0) break;
             seen.append(head.data(), std::min<std::size_t>(n, 2));
@@ -122,15 +122,15 @@ TEST_CASE("a moved UnixStream read and a moved BufReader line over it") {
     auto [a, b] = UnixStream::pair();
     const std::string got = run_alone([](UnixStream& a, UnixStream& b) -> Task<std::string> {
         std::array<std::byte, 8> buf{};
-        auto op = relocate(a.read(buf));
+        auto op = relocate([&] { return a.read(buf); });
         eddy::spawn(write_later(b, "unix"));
         const std::size_t n = co_await op;
         eddy::io::BufReader reader(a);
         eddy::io::BufWriter writer(b);
-        co_await relocate(writer.write_all(std::string_view("a line\n")));
-        co_await relocate(writer.flush());
+        co_await relocate([&] { return writer.write_all(std::string_view("a line\n")); });
+        co_await relocate([&] { return writer.flush(); });
         std::string line;
-        CHECK(co_await relocate(reader.read_line(line)));
+        CHECK(co_await relocate([&] { return reader.read_line(line); }));
         co_return text(std::span(buf).first(n)) + "|" + line;
     }(a, b));
     CHECK(got == "unix|a line");
@@ -140,10 +140,10 @@ TEST_CASE("socket operations moved and dropped unawaited leave the socket as it 
     auto [a, b] = UnixStream::pair();
     const std::string got = run_alone([](UnixStream& a, UnixStream& b) -> Task<std::string> {
         std::array<std::byte, 8> buf{};
-        (void)relocate(a.read(buf));
+        (void)relocate([&] { return a.read(buf); });
         const std::array<iovec, 1> iov{iovec{buf.data(), buf.size()}};
-        (void)relocate(a.read_vectored(iov));
-        (void)relocate(b.write_all(std::string_view("never sent")));
+        (void)relocate([&] { return a.read_vectored(iov); });
+        (void)relocate([&] { return b.write_all(std::string_view("never sent")); });
         // A real wait on the socket now: the read has to queue on its poll state.
         eddy::spawn(write_later(b, "later"));
         const std::size_t n = co_await a.read(buf);

@@ -112,7 +112,7 @@ TEST_SUITE("runtime/awaiter_move") {
 TEST_CASE("a moved Channel::receive waits on the channel and gets the value sent") {
     eddy::Channel<std::string> ch(1);
     const std::optional<std::string> got = run_alone([](eddy::Channel<std::string>& ch) -> Task<std::optional<std::string>> {
-        auto op = relocate(ch.receive());
+        auto op = relocate([&] { return ch.receive(); });
         eddy::spawn(send_later(ch, "moved"));
         co_return co_await op;
     }(ch));
@@ -122,7 +122,7 @@ TEST_CASE("a moved Channel::receive waits on the channel and gets the value sent
 TEST_CASE("a moved Channel::send carries its value") {
     eddy::Channel<std::unique_ptr<int>> ch(1);
     const int got = run_alone([](eddy::Channel<std::unique_ptr<int>>& ch) -> Task<int> {
-        auto op = relocate(ch.send(std::make_unique<int>(42)));
+        auto op = relocate([&] { return ch.send(std::make_unique<int>(42)); });
         co_await op;
         co_return **co_await ch.receive();
     }(ch));
@@ -133,7 +133,7 @@ TEST_CASE("a moved Mutex::lock waits for the holder and then holds the lock") {
     eddy::Mutex m;
     const bool owned = run_alone([](eddy::Mutex& m) -> Task<bool> {
         eddy::MutexGuard held = co_await m.lock();
-        auto op = relocate(m.lock());
+        auto op = relocate([&] { return m.lock(); });
         eddy::spawn(unlock_later(std::move(held)));
         eddy::MutexGuard g = co_await op;  // handed over by unlock_later
         const bool ok = g.owns_lock() && m.is_locked() && !m.try_lock();
@@ -147,7 +147,7 @@ TEST_CASE("a moved Mutex::lock waits for the holder and then holds the lock") {
 TEST_CASE("a moved Semaphore::acquire takes its permits once they are released") {
     eddy::Semaphore s(0);
     run_alone([](eddy::Semaphore& s) -> Task<void> {
-        auto op = relocate(s.acquire(3));
+        auto op = relocate([&] { return s.acquire(3); });
         eddy::spawn(release_later(s, 4));
         co_await op;
     }(s));
@@ -157,7 +157,7 @@ TEST_CASE("a moved Semaphore::acquire takes its permits once they are released")
 TEST_CASE("a moved Event wait returns once the event is set") {
     eddy::Event e;
     const bool set = run_alone([](eddy::Event& e) -> Task<bool> {
-        auto op = relocate(e.operator co_await());
+        auto op = relocate([&] { return e.operator co_await(); });
         eddy::spawn(set_later(e));
         co_await op;
         co_return e.is_set();
@@ -175,18 +175,18 @@ TEST_CASE("moved Notify, RwLock, Latch, oneshot and watch operations complete") 
                  eddy::oneshot::Receiver<int>& rx, eddy::watch::Sender<int>& wtx,
                  eddy::watch::Receiver<int>& wrx) -> Task<void> {
         n.notify_one();  // the stored permit
-        auto notified = relocate(n.notified());
+        auto notified = relocate([&] { return n.notified(); });
         co_await notified;
-        auto write = relocate(l.write());
+        auto write = relocate([&] { return l.write(); });
         auto guard = co_await write;
         CHECK(guard.owns_lock());
-        auto wait = relocate(latch.arrive_and_wait());
+        auto wait = relocate([&] { return latch.arrive_and_wait(); });
         co_await wait;
         tx.send(7);
-        auto value = relocate(std::move(rx).operator co_await());
+        auto value = relocate([&] { return std::move(rx).operator co_await(); });
         CHECK(co_await value == 7);
         wtx.send(5);
-        auto changed = relocate(wrx.changed());
+        auto changed = relocate([&] { return wrx.changed(); });
         co_await changed;
         CHECK(*wrx.borrow() == 5);
     }(n, l, latch, tx, rx, wtx, wrx));
@@ -201,12 +201,12 @@ TEST_CASE("an operation moved and then dropped with its source leaves the primit
     eddy::Channel<eddy::test::Counted> ch(1);
     run_alone([](eddy::Mutex& m, eddy::Semaphore& s, eddy::Event& e, eddy::Notify& n,
                  eddy::Channel<eddy::test::Counted>& ch, eddy::test::LifetimeCounter& counter) -> Task<void> {
-        (void)relocate(m.lock());
-        (void)relocate(s.acquire(2));
-        (void)relocate(e.operator co_await());
-        (void)relocate(n.notified());
-        (void)relocate(ch.send(eddy::test::Counted(counter, 1)));
-        (void)relocate(ch.receive());
+        (void)relocate([&] { return m.lock(); });
+        (void)relocate([&] { return s.acquire(2); });
+        (void)relocate([&] { return e.operator co_await(); });
+        (void)relocate([&] { return n.notified(); });
+        (void)relocate([&] { return ch.send(eddy::test::Counted(counter, 1)); });
+        (void)relocate([&] { return ch.receive(); });
         co_return;
     }(m, s, e, n, ch, counter));
     CHECK_FALSE(m.is_locked());

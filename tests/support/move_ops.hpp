@@ -29,12 +29,14 @@ T& ref();
 template <class A>
 inline constexpr bool kMovable = std::is_move_constructible_v<A>;
 
-/// `op` moved into a fresh object (made in the caller's variable), its source destroyed
-/// before the caller awaits it. The source lives on the heap, so ASan reports any use of it
-/// (a pointer the move left behind) once it is freed.
-template <class Op>
-Op relocate(Op&& op) {
-    auto source = std::make_unique<Op>(std::move(op));
+/// The operation `make()` returns, made in place on the heap, then moved into a fresh object
+/// (made in the caller's variable); the source is freed before the caller awaits. A pointer
+/// the move left behind (into the source, as a vectored read's msghdr pointer would be)
+/// points into freed memory then, and ASan reports its use.
+template <class Make>
+auto relocate(Make&& make) {
+    using Op = decltype(make());
+    std::unique_ptr<Op> source(new Op(make()));
     return Op(std::move(*source));
 }
 

@@ -16,7 +16,7 @@ IntervalClaim::IntervalClaim(Interval& interval, const char* what) : interval_(&
 
 IntervalClaim::~IntervalClaim() {
     // Release: publishes next_ and missed_ to the next claimer's acquire exchange.
-    interval_->claimed_.store(false, std::memory_order_release);
+    if (interval_ != nullptr) interval_->claimed_.store(false, std::memory_order_release);  // null: moved from
 }
 
 TickAwaiter::TickAwaiter(Interval& interval, std::stop_token token)

@@ -51,11 +51,13 @@
 #pragma once
 
 #include <atomic>
+#include <cassert>
 #include <chrono>
 #include <coroutine>
 #include <cstdint>
 #include <stdexcept>
 #include <stop_token>
+#include <utility>
 
 #include <eddy/io/sleep.hpp>
 #include <eddy/tasks/detail/promise.hpp>
@@ -79,6 +81,8 @@ class IntervalClaim {
 public:
     /// std::logic_error naming `what` when the Interval is claimed already.
     IntervalClaim(Interval& interval, const char* what);
+    /// The claim goes along; the moved-from one releases nothing.
+    IntervalClaim(IntervalClaim&& o) noexcept : interval_(std::exchange(o.interval_, nullptr)) {}
     IntervalClaim(const IntervalClaim&) = delete;
     IntervalClaim& operator=(const IntervalClaim&) = delete;
     ~IntervalClaim();
@@ -95,6 +99,10 @@ private:
 class TickAwaiter {
 public:
     TickAwaiter(Interval& interval, std::stop_token token);
+    /// Movable until first awaited (the sleep asserts it): the claim and the sleep go along.
+    TickAwaiter(TickAwaiter&& o) noexcept : claim_(std::move(o.claim_)), sleep_(std::move(o.sleep_)) {
+        assert(!o.cancelled_ && "eddy: an interval tick moved after it was awaited");
+    }
     TickAwaiter(const TickAwaiter&) = delete;
     TickAwaiter& operator=(const TickAwaiter&) = delete;
 

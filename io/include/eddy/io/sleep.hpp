@@ -16,6 +16,7 @@
 //! @file
 #pragma once
 
+#include <cassert>
 #include <cerrno>
 #include <chrono>
 #include <coroutine>
@@ -59,6 +60,13 @@ public:
         : token_(std::move(token)), what_(what) {
         entry_.deadline_ns =
             std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
+    }
+    /// Movable until first awaited, like a Rust future before its first poll: the deadline
+    /// and the token go along; `o` was never armed, so its destructor does nothing.
+    SleepAwaiter(SleepAwaiter&& o) noexcept : token_(std::move(o.token_)), what_(o.what_) {
+        assert(o.entry_.state == TimerEntry::State::kIdle && !o.entry_.waiter && o.entry_.result == 0 &&
+               "eddy: a sleep moved after it was awaited");
+        entry_.deadline_ns = o.entry_.deadline_ns;
     }
     SleepAwaiter(const SleepAwaiter&) = delete;
     SleepAwaiter& operator=(const SleepAwaiter&) = delete;

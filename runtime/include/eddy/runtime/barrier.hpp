@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <mutex>
 #include <stdexcept>
+#include <utility>
 
 #include <eddy/runtime/detail/spin_lock.hpp>
 #include <eddy/runtime/detail/wait_queue.hpp>
@@ -66,7 +67,8 @@ public:
 
         /// Made by arrive_and_wait().
         explicit Awaiter(Barrier& b) noexcept : WaitAwaiter(b.waiters_), barrier_(b) {}
-        Awaiter(Awaiter&&) = delete;
+        /// Movable until first awaited (WaitAwaiter asserts it): `o` has not arrived.
+        Awaiter(Awaiter&& o) noexcept : WaitAwaiter(std::move(o)), barrier_(o.barrier_) {}
         /// Lock held: arrives. The waiters are this generation's other arrivals, so this one
         /// completes it when they are parties - 1.
         bool try_now(detail::WakeList& wakes) noexcept {

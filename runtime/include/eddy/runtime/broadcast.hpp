@@ -133,6 +133,9 @@ public:
 
         ReceiveAwaiter(Receiver& rx, detail::State<T>& s) noexcept
             : eddy::detail::WaitAwaiter<ReceiveAwaiter>(s.waiters), rx_(rx), state_(s) {}
+        /// Movable until first awaited (WaitAwaiter asserts it): nothing was polled yet.
+        ReceiveAwaiter(ReceiveAwaiter&& o) noexcept
+            : eddy::detail::WaitAwaiter<ReceiveAwaiter>(std::move(o)), rx_(o.rx_), state_(o.state_) {}
         ReceiveAwaiter(const ReceiveAwaiter&) = delete;
         ReceiveAwaiter& operator=(const ReceiveAwaiter&) = delete;
 

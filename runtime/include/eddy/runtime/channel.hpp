@@ -74,6 +74,9 @@ public:
         /// Made by send(); holds `value` until a receiver or a slot takes it.
         SendAwaiter(Channel& ch, T value) noexcept(std::is_nothrow_move_constructible_v<T>)
             : detail::WaitAwaiter<SendAwaiter>(ch.senders_), ch_(ch), value_(std::move(value)) {}
+        /// Movable until first awaited (WaitAwaiter asserts it): the value goes along.
+        SendAwaiter(SendAwaiter&& o) noexcept(std::is_nothrow_move_constructible_v<T>)
+            : detail::WaitAwaiter<SendAwaiter>(std::move(o)), ch_(o.ch_), value_(std::move(o.value_)) {}
         SendAwaiter(const SendAwaiter&) = delete;
         SendAwaiter& operator=(const SendAwaiter&) = delete;
         ~SendAwaiter() { this->leave(); }  // before value_ goes: a receiver may take it
@@ -106,6 +109,8 @@ public:
 
         /// Made by receive().
         explicit ReceiveAwaiter(Channel& ch) noexcept : detail::WaitAwaiter<ReceiveAwaiter>(ch.receivers_), ch_(ch) {}
+        /// Movable until first awaited (WaitAwaiter asserts it): nothing was received yet.
+        ReceiveAwaiter(ReceiveAwaiter&& o) noexcept : detail::WaitAwaiter<ReceiveAwaiter>(std::move(o)), ch_(o.ch_) {}
         ReceiveAwaiter(const ReceiveAwaiter&) = delete;
         ReceiveAwaiter& operator=(const ReceiveAwaiter&) = delete;
         ~ReceiveAwaiter() { this->leave(); }  // before item_ goes: a sender may fill it

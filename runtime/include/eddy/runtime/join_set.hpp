@@ -206,6 +206,9 @@ public:
         /// Made by join_next().
         explicit NextAwaiter(std::shared_ptr<typename JoinSet::Shared> s) noexcept
             : detail::WaitAwaiter<NextAwaiter>(s->waiters), shared_(std::move(s)) {}
+        /// Movable until first awaited (WaitAwaiter asserts it): nothing was taken yet.
+        NextAwaiter(NextAwaiter&& o) noexcept
+            : detail::WaitAwaiter<NextAwaiter>(std::move(o)), shared_(std::move(o.shared_)) {}
         NextAwaiter(const NextAwaiter&) = delete;
         NextAwaiter& operator=(const NextAwaiter&) = delete;
         ~NextAwaiter() { this->leave(); }  // before outcome_ goes: a finishing task may fill it

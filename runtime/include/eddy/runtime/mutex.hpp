@@ -84,7 +84,8 @@ public:
 
         /// Made by lock().
         explicit LockAwaiter(Mutex& m) noexcept : WaitAwaiter(m.waiters_), mutex_(m) {}
-        LockAwaiter(LockAwaiter&&) = delete;
+        /// Movable until first awaited (WaitAwaiter asserts it): nothing was granted to `o`.
+        LockAwaiter(LockAwaiter&& o) noexcept : WaitAwaiter(std::move(o)), mutex_(o.mutex_) {}
         /// Ownership handed to a frame that is destroyed before it resumed (runtime shutdown)
         /// is passed on, so the mutex is not left locked by nobody.
         ~LockAwaiter() {

@@ -36,6 +36,7 @@
 
 #include <cstddef>
 #include <mutex>
+#include <utility>
 
 #include <eddy/runtime/detail/spin_lock.hpp>
 #include <eddy/runtime/detail/wait_queue.hpp>
@@ -58,7 +59,8 @@ public:
 
         /// Made by notified().
         explicit Awaiter(Notify& n) noexcept : WaitAwaiter(n.waiters_), notify_(n) {}
-        Awaiter(Awaiter&&) = delete;
+        /// Movable until first awaited (WaitAwaiter asserts it): nothing was granted to `o`.
+        Awaiter(Awaiter&& o) noexcept : WaitAwaiter(std::move(o)), notify_(o.notify_) {}
         /// A notify_one (or a permit) granted to a frame destroyed before it resumed goes on.
         ~Awaiter() {
             leave();

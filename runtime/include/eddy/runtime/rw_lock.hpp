@@ -109,7 +109,8 @@ public:
         /// Made by read() or write().
         explicit LockAwaiter(RwLock& l) noexcept
             : detail::WaitAwaiter<LockAwaiter>(Write ? l.writers_waiting_ : l.readers_waiting_), lock_(l) {}
-        LockAwaiter(LockAwaiter&&) = delete;
+        /// Movable until first awaited (WaitAwaiter asserts it): `o` holds no ticket, no grant.
+        LockAwaiter(LockAwaiter&& o) noexcept : detail::WaitAwaiter<LockAwaiter>(std::move(o)), lock_(o.lock_) {}
         /// What was handed to a frame destroyed before it resumed (runtime shutdown) is
         /// released, so the lock is not left held by nobody.
         ~LockAwaiter() {

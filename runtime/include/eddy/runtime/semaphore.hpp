@@ -31,6 +31,7 @@
 
 #include <cstddef>
 #include <mutex>
+#include <utility>
 
 #include <eddy/runtime/detail/spin_lock.hpp>
 #include <eddy/runtime/detail/wait_queue.hpp>
@@ -54,7 +55,8 @@ public:
 
         /// Made by acquire(n).
         AcquireAwaiter(Semaphore& s, std::size_t n) noexcept : WaitAwaiter(s.waiters_), sem_(s), n_(n) {}
-        AcquireAwaiter(AcquireAwaiter&&) = delete;
+        /// Movable until first awaited (WaitAwaiter asserts it): nothing was granted to `o`.
+        AcquireAwaiter(AcquireAwaiter&& o) noexcept : WaitAwaiter(std::move(o)), sem_(o.sem_), n_(o.n_) {}
         /// Permits granted to a frame that is destroyed before it resumed (runtime shutdown)
         /// go back, so none is lost.
         ~AcquireAwaiter() {

@@ -83,6 +83,8 @@ public:
         /// Made by receive().
         explicit ReceiveAwaiter(UnboundedChannel& ch) noexcept
             : detail::WaitAwaiter<ReceiveAwaiter>(ch.receivers_), ch_(ch) {}
+        /// Movable until first awaited (WaitAwaiter asserts it): nothing was received yet.
+        ReceiveAwaiter(ReceiveAwaiter&& o) noexcept : detail::WaitAwaiter<ReceiveAwaiter>(std::move(o)), ch_(o.ch_) {}
         ReceiveAwaiter(const ReceiveAwaiter&) = delete;
         ReceiveAwaiter& operator=(const ReceiveAwaiter&) = delete;
         ~ReceiveAwaiter() { this->leave(); }  // before item_ goes: a sender may fill it

@@ -181,6 +181,9 @@ public:
         /// Made by changed().
         ChangedAwaiter(detail::State<T>& s, std::uint64_t& seen) noexcept
             : eddy::detail::WaitAwaiter<ChangedAwaiter>(s.waiters), state_(s), seen_(seen) {}
+        /// Movable until first awaited (WaitAwaiter asserts it): nothing was observed yet.
+        ChangedAwaiter(ChangedAwaiter&& o) noexcept
+            : eddy::detail::WaitAwaiter<ChangedAwaiter>(std::move(o)), state_(o.state_), seen_(o.seen_) {}
         ChangedAwaiter(const ChangedAwaiter&) = delete;
         ChangedAwaiter& operator=(const ChangedAwaiter&) = delete;
 

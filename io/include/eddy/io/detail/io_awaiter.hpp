@@ -5,9 +5,10 @@
 // an error is thrown as std::system_error carrying the errno, a cancelled operation (its
 // token, or the awaiting task's cancellation) as eddy::OperationCancelled, one whose
 // deadline passed (eddy::with_deadline) as eddy::TimedOut. The awaiter (with the buffer it points to) must stay where
-// it is until then: it is meant to be awaited as the temporary it is returned as.
+// it is until then: it moves only before it is first awaited.
 #pragma once
 
+#include <cassert>
 #include <cerrno>
 #include <coroutine>
 #include <cstddef>
@@ -55,6 +56,17 @@ public:
         op_.len = static_cast<std::uint32_t>(r.len < kMaxTransfer ? r.len : kMaxTransfer);
         op_.offset = r.offset;
         op_.op_flags = r.flags;
+    }
+    /// Movable until first awaited, like a Rust future before its first poll: the request
+    /// and the token go along; `o` never ran (stage kNew), so its destructor closes nothing.
+    IoAwaiter(IoAwaiter&& o) noexcept : what_(o.what_), token_(std::move(o.token_)) {
+        assert(!o.op_.waiter && o.op_.result == 0 && !o.delivered_ && "eddy: an I/O awaiter moved after it was awaited");
+        op_.io = o.op_.io;
+        op_.fd = o.op_.fd;
+        op_.addr = o.op_.addr;
+        op_.len = o.op_.len;
+        op_.offset = o.op_.offset;
+        op_.op_flags = o.op_.op_flags;
     }
     IoAwaiter(const IoAwaiter&) = delete;
     IoAwaiter& operator=(const IoAwaiter&) = delete;

@@ -3,7 +3,7 @@
 //
 // BufReader::fill_buf and BufWriter::flush are awaiters, not Tasks: on the echo benchmark a
 // frame per call cost about a fifth of the round trips at 1 worker. When they must do I/O they
-// make the stream's own awaitable (TcpStream::read gives a SocketAwaiter, which cannot move,
+// make the stream's own awaitable (TcpStream::read gives a SocketAwaiter, pinned once awaited,
 // so it is built in place with placement new from the prvalue: no copy, no move) and hand
 // their coroutine to it. For a stream whose operations are Tasks (tls::Stream, a BufReader
 // under a FrameReader) the Task's awaiter is built in place the same way.
@@ -13,6 +13,7 @@
 // nested one decided and touches nothing after handing the coroutine over.
 #pragma once
 
+#include <cassert>
 #include <coroutine>
 #include <cstddef>
 #include <new>
@@ -41,6 +42,12 @@ template <class A>
 class NestedAwait {
 public:
     NestedAwait() noexcept {}
+    /// Movable while nothing is made (before the outer awaiter's await_suspend), so that the
+    /// outer awaiter moves until first awaited; the new one is empty too.
+    NestedAwait(NestedAwait&& o) noexcept {
+        assert(!o.made_ && "eddy: an awaiter moved after it was awaited");
+        (void)o;
+    }
     NestedAwait(const NestedAwait&) = delete;
     NestedAwait& operator=(const NestedAwait&) = delete;
     ~NestedAwait() { reset(); }

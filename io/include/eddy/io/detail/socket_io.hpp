@@ -57,6 +57,7 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <cassert>
 #include <cerrno>
 #include <coroutine>
 #include <cstddef>
@@ -120,7 +121,7 @@ private:
 
 /// The awaiter of one socket operation. `co_await` gives the count (recv, send) or the new
 /// descriptor (accept); errors throw std::system_error with the errno, cancellation
-/// eddy::OperationCancelled. Meant to be awaited as the temporary it is returned as.
+/// eddy::OperationCancelled. Movable until first awaited, never after.
 class SocketAwaiter : private Runnable {
 public:
     /// kSendAll sends until all `len` bytes are out (waiting whenever the socket is full),
@@ -135,6 +136,9 @@ public:
     SocketAwaiter(SocketIo& io, Op op, void* buf, std::size_t len, const char* what, std::stop_token token = {},
                   socklen_t* addrlen = nullptr) noexcept
         : Runnable{&SocketAwaiter::retry}, io_(&io), buf_(buf), len_(len), addrlen_(addrlen), what_(what), op_(op), token_(std::move(token)) {}
+    /// Movable until first awaited, like a Rust future before its first poll: the operation
+    /// and the token go along; `o` never tried nor waited, so its destructor does nothing.
+    SocketAwaiter(SocketAwaiter&& o) noexcept : SocketAwaiter(std::move(o), o.buf_) {}
     SocketAwaiter(const SocketAwaiter&) = delete;
     SocketAwaiter& operator=(const SocketAwaiter&) = delete;
     ~SocketAwaiter() {
@@ -156,6 +160,15 @@ public:
         return suspend(h, cancellation_scope_of(h)) || coop_yield(h);
     }
     std::size_t await_resume();
+
+protected:
+    /// The move, with `buf` for the new object: a buffer inside the awaiter itself (a
+    /// VectoredAwaiter's msghdr) is found at its new place.
+    SocketAwaiter(SocketAwaiter&& o, void* buf) noexcept
+        : Runnable{&SocketAwaiter::retry}, io_(o.io_), buf_(buf), len_(o.len_), addrlen_(o.addrlen_), what_(o.what_), op_(o.op_),
+          token_(std::move(o.token_)) {
+        assert(!o.tried_ && !o.frame_ && o.result_ == 0 && !o.delivered_ && "eddy: a socket awaiter moved after it was awaited");
+    }
 
 private:
     friend class PollState;
@@ -210,7 +223,7 @@ private:
 };
 
 /// One recvmsg/sendmsg over an iovec array (TcpStream::read_vectored, write_vectored): the
-/// msghdr lives in the awaiter, which is built in place where it is awaited (it cannot move).
+/// msghdr lives in the awaiter, where the operation's buffer pointer points.
 class VectoredAwaiter : public SocketAwaiter {
 public:
     VectoredAwaiter(SocketIo& io, bool write, const iovec* iov, std::size_t count, const char* what,
@@ -219,6 +232,9 @@ public:
         msg_.msg_iov = const_cast<iovec*>(iov);
         msg_.msg_iovlen = count;
     }
+    /// Movable until first awaited (SocketAwaiter asserts it); the operation points at the
+    /// new object's msghdr.
+    VectoredAwaiter(VectoredAwaiter&& o) noexcept : SocketAwaiter(std::move(o), &msg_), msg_(o.msg_) {}
 
 private:
     msghdr msg_{};

@@ -38,6 +38,7 @@
 #pragma once
 
 #include <atomic>
+#include <cassert>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
@@ -328,6 +329,12 @@ public:
 
 protected:
     explicit WaitAwaiter(WaitQueue& queue) noexcept : WaitNode(queue), StopRegistration(&on_stop) {}
+    /// Movable until first awaited, like a Rust future before its first poll: the new node
+    /// waits on the same queue; the old one was never queued nor registered, so its
+    /// destructor does nothing. Moving it after its await_suspend ran is a bug.
+    WaitAwaiter(WaitAwaiter&& o) noexcept : WaitNode(o.queue()), StopRegistration(&on_stop) {
+        assert(!o.handle_ && o.status() == WaitStatus::waiting && "eddy: an awaiter moved after it was awaited");
+    }
     ~WaitAwaiter() { leave(); }
 
     bool cancelled() const noexcept { return status() == WaitStatus::cancelled; }

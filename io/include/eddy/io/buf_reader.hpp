@@ -109,6 +109,9 @@ public:
 private:
     class ReadExact {
     public:
+        /// Points into the caller's stream and buffer: awaited in place, never spawned
+        /// (eddy/tasks/awaitable.hpp).
+        using borrows_operands = void;
         ReadExact(BufReader& r, std::span<std::byte> buf) noexcept : r_(r), buf_(buf) {}
         bool await_ready() noexcept {
             if (r_.end_ - r_.begin_ < buf_.size()) return false;
@@ -170,6 +173,9 @@ private:
 
     class FillBuf {
     public:
+        /// Points into the caller's stream and buffer: awaited in place, never spawned
+        /// (eddy/tasks/awaitable.hpp).
+        using borrows_operands = void;
         explicit FillBuf(BufReader& r) noexcept : r_(r) {}
         bool await_ready() const noexcept { return r_.begin_ != r_.end_; }
         template <class P>
@@ -196,6 +202,9 @@ private:
 
     class ReadLine {
     public:
+        /// Points into the caller's stream and buffer: awaited in place, never spawned
+        /// (eddy/tasks/awaitable.hpp).
+        using borrows_operands = void;
         ReadLine(BufReader& r, std::string& line) noexcept : r_(r), line_(line) {}
         /// A whole line buffered: taken here, without suspending.
         bool await_ready() {

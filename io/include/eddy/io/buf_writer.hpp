@@ -73,6 +73,9 @@ private:
 
     class WriteAll {
     public:
+        /// Points into the caller's stream and buffer: awaited in place, never spawned
+        /// (eddy/tasks/awaitable.hpp).
+        using borrows_operands = void;
         WriteAll(BufWriter& w, std::span<const std::byte> data) noexcept : w_(w), data_(data) {}
         bool await_ready() noexcept {
             if (data_.size() > w_.capacity_ - w_.len_) return false;
@@ -101,6 +104,9 @@ private:
 
     class Flush {
     public:
+        /// Points into the caller's stream and buffer: awaited in place, never spawned
+        /// (eddy/tasks/awaitable.hpp).
+        using borrows_operands = void;
         explicit Flush(BufWriter& w) noexcept : w_(w) {}
         bool await_ready() const noexcept { return w_.len_ == 0; }
         template <class P>

@@ -98,6 +98,9 @@ private:
 /// left its timer queue and dropped its stop callbacks.
 class TickAwaiter {
 public:
+    /// Points into the caller's Interval: awaited in place, never spawned
+    /// (eddy/tasks/awaitable.hpp).
+    using borrows_operands = void;
     TickAwaiter(Interval& interval, std::stop_token token);
     /// Movable until first awaited (the sleep asserts it): the claim and the sleep go along.
     TickAwaiter(TickAwaiter&& o) noexcept : claim_(std::move(o.claim_)), sleep_(std::move(o.sleep_)) {

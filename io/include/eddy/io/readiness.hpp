@@ -38,6 +38,9 @@ namespace eddy::io {
 /// The awaitable of readable(), writable() and poll(): `co_await` gives the revents.
 class [[nodiscard]] ReadinessAwaiter {
 public:
+    /// Points into the caller's descriptor: awaited in place, never spawned
+    /// (eddy/tasks/awaitable.hpp).
+    using borrows_operands = void;
     /// Made by readable(), writable() and poll().
     ReadinessAwaiter(int fd, unsigned events, const char* what, std::stop_token token) noexcept
         : op_({.kind = detail::IoKind::kPoll, .fd = fd, .len = events}, what, std::move(token)) {}

@@ -48,6 +48,9 @@ inline constexpr std::size_t kMaxTransfer = std::size_t{1} << 30;
 
 class IoAwaiter {
 public:
+    /// Points into the caller's descriptor and buffer: awaited in place, never spawned
+    /// (eddy/tasks/awaitable.hpp).
+    using borrows_operands = void;
     IoAwaiter(const IoRequest& r, const char* what, std::stop_token token = {}) noexcept
         : what_(what), token_(std::move(token)) {
         op_.io = r.kind;

@@ -124,6 +124,9 @@ private:
 /// eddy::OperationCancelled. Movable until first awaited, never after.
 class SocketAwaiter : private Runnable {
 public:
+    /// Points into the caller's socket and buffer: awaited in place, never spawned
+    /// (eddy/tasks/awaitable.hpp).
+    using borrows_operands = void;
     /// kSendAll sends until all `len` bytes are out (waiting whenever the socket is full),
     /// and gives `len`; the others give what one call did. kRecvMsg/kSendMsg are one
     /// recvmsg(2)/sendmsg(2) (vectored I/O, datagrams with addresses, ancillary data).

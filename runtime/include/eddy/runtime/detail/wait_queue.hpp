@@ -281,6 +281,9 @@ static_assert(alignof(WaitQueue) > WaitNode::kStatusMask, "a WaitNode keeps its 
 template <class Derived>
 class WaitAwaiter : public WaitNode, private StopRegistration {
 public:
+    /// Points into the caller's primitive (a Mutex, a channel): awaited in place, never spawned
+    /// (eddy/tasks/awaitable.hpp).
+    using borrows_operands = void;
     bool await_ready() const noexcept { return false; }
 
     /// Task dumps: "eddy::Mutex::lock 0x55d0c2a4e2a0": its wait queue's address, which

@@ -149,6 +149,7 @@ template <detail::NonTaskAwaitable A>
 auto with_deadline(std::chrono::steady_clock::time_point deadline, A&& a) {
     return with_deadline(deadline, detail::in_place_task(std::forward<A>(a)));
 }
+/// The same with a duration, measured from when it is awaited.
 template <detail::NonTaskAwaitable A, class Rep, class Period>
 auto with_deadline(std::chrono::duration<Rep, Period> timeout, A&& a) {
     return with_deadline(timeout, detail::in_place_task(std::forward<A>(a)));

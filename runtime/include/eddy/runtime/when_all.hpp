@@ -104,6 +104,8 @@ private:
     std::optional<detail::ChildrenAwaiter<detail::WhenAllState, Get>> awaiter_;
 };
 
+/// The tasks run in parallel; awaiting the result gives their values in argument order (see
+/// the file's prologue).
 template <class... Ts>
 WhenAll<Ts...> when_all(Task<Ts>... tasks) {
     return WhenAll<Ts...>(std::move(tasks)...);
@@ -117,6 +119,7 @@ auto when_all(As&&... as) {
     return when_all(detail::in_place_task(std::forward<As>(as))...);
 }
 
+/// The tasks of a vector in parallel; their values in vector order (nothing for void).
 template <class T>
 Task<std::conditional_t<std::is_void_v<T>, void, std::vector<T>>> when_all(std::vector<Task<T>> tasks) {
     static_assert(std::is_void_v<T> || std::is_object_v<T>,

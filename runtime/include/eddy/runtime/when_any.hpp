@@ -84,6 +84,8 @@ struct WhenAnyResult {
     T value;            ///< its value
 };
 
+/// The first task to finish wins: its index and value as a std::variant; the others are
+/// cancelled and have stopped when it returns (see the file's prologue).
 template <class... Ts>
 Task<std::variant<detail::any_value_t<Ts>...>> when_any(Task<Ts>... tasks) {
     static_assert(sizeof...(Ts) > 0, "eddy::when_any needs at least one task");
@@ -108,6 +110,8 @@ auto when_any(As&&... as) {
     return when_any(detail::in_place_task(std::forward<As>(as))...);
 }
 
+/// The first task of a vector to finish wins: its position and value (the position alone for
+/// void). std::invalid_argument for an empty vector.
 template <class T>
 Task<std::conditional_t<std::is_void_v<T>, std::size_t, WhenAnyResult<T>>> when_any(std::vector<Task<T>> tasks) {
     static_assert(std::is_void_v<T> || std::is_object_v<T>,

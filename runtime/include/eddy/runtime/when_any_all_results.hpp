@@ -81,6 +81,7 @@ std::optional<any_value_t<T>> returned_value(Task<T>& t) {
 
 } // namespace detail
 
+/// Races the tasks like when_any, and gives what every one of them returned (see above).
 template <class... Ts>
 Task<WhenAnyAll<Ts...>> when_any_all_results(Task<Ts>... tasks) {
     static_assert(sizeof...(Ts) > 0, "eddy::when_any_all_results needs at least one task");
@@ -104,6 +105,7 @@ auto when_any_all_results(As&&... as) {
     return when_any_all_results(detail::in_place_task(std::forward<As>(as))...);
 }
 
+/// The same over a vector of tasks.
 template <class T>
 Task<WhenAnyAllVector<T>> when_any_all_results(std::vector<Task<T>> tasks) {
     static_assert(std::is_void_v<T> || std::is_object_v<T>,

@@ -84,7 +84,7 @@ public:
         static_assert(std::is_void_v<await_result_t<A>>,
                       "a TaskGroup member gives no value: spawn a Task<void> that uses it, or collect "
                       "values with eddy::JoinSet or eddy::when_all");
-        spawn(detail::detached_task(std::forward<A>(a)));
+        if constexpr (std::is_void_v<await_result_t<A>>) spawn(detail::detached_task(std::forward<A>(a)));
     }
     /// Cancels every member; the group then completes normally (unless a member failed with
     /// another exception). Idempotent. Like spawn(), for members (and for code that knows

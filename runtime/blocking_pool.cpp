@@ -29,7 +29,10 @@ struct BlockingPool::State {
     std::size_t alive = 0, idle = 0, running = 0;
     std::uint64_t calls = 0, left_running = 0;
     bool closed = false;  // from then on, a call that ends resumes nothing
+    Runtime* runtime = nullptr;  // the owner, for Runtime::current(); not read once closed
 };
+
+constinit thread_local BlockingPool::State* BlockingPool::t_state_ = nullptr;
 
 BlockingPool::BlockingPool(const RuntimeConfig& config) : state_(std::make_shared<State>()) {
     State& s = *state_;
@@ -64,6 +67,7 @@ void BlockingPool::submit(BlockingJob& job) {
 
 void BlockingPool::thread_main(std::shared_ptr<State> sp) noexcept {
     State& s = *sp;
+    t_state_ = &s;  // `sp` keeps it alive as long as this thread runs
     name_this_thread(s.name);
     run_thread_hook(s.on_start, "on_thread_start");
     std::unique_lock lock(s.lock);
@@ -114,6 +118,19 @@ BlockingFigures BlockingPool::figures() const {
     const State& s = *state_;
     std::lock_guard lock(s.lock);
     return {.threads = s.alive, .idle = s.idle, .queued = s.queue.size(), .calls = s.calls, .left_running = s.left_running};
+}
+
+void BlockingPool::set_runtime(Runtime* owner) noexcept {
+    std::lock_guard lock(state_->lock);
+    state_->runtime = owner;
+}
+
+Runtime* BlockingPool::current_runtime(const char* what) {
+    State* s = t_state_;
+    if (s == nullptr) return nullptr;
+    std::lock_guard lock(s->lock);
+    if (s->closed) throw RuntimeStopped(std::string(what) + ": the runtime of this blocking thread is shut down");
+    return s->runtime;
 }
 
 std::size_t BlockingPool::busy() const {

@@ -67,9 +67,11 @@ void BlockingPool::submit(BlockingJob& job) {
 
 void BlockingPool::thread_main(std::shared_ptr<State> sp) noexcept {
     State& s = *sp;
-    t_state_ = &s;  // `sp` keeps it alive as long as this thread runs
     name_this_thread(s.name);
     run_thread_hook(s.on_start, "on_thread_start");
+    // Between the hooks, as on a worker (its hooks run outside Worker::run): `sp` keeps the
+    // state alive meanwhile.
+    t_state_ = &s;
     std::unique_lock lock(s.lock);
     for (;;) {
         // Idle here (counted by submit() for a new thread, below after a job).
@@ -95,6 +97,7 @@ void BlockingPool::thread_main(std::shared_ptr<State> sp) noexcept {
     --s.idle;
     --s.alive;
     lock.unlock();
+    t_state_ = nullptr;
     run_thread_hook(s.on_stop, "on_thread_stop");
 }
 

@@ -2,7 +2,7 @@
 // Handle::current()): from a task on one worker and on several at once, deep in a chain of
 // awaited tasks, with two runtimes in one process, on threads that belong to no runtime
 // (WrongThread), and from spawn_blocking calls, where it answers too (as Tokio's does) until
-// the runtime's shutdown closes the blocking pool (RuntimeStopped).
+// the runtime's shutdown closes the blocking pool (RuntimeStopped); not in the thread hooks.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -180,4 +180,24 @@ TEST_CASE("a blocking call still running at shutdown: current() throws RuntimeSt
     CHECK(answered.load() > 0);
     CHECK_FALSE(wrong.load());
     CHECK(stopped.load());
+}
+
+TEST_CASE("the thread hooks run outside: on_thread_start gets WrongThread on every thread of the runtime") {
+    std::atomic<int> answered{0}, refused{0};
+    {
+        RuntimeConfig config{.workers = 2};
+        config.on_thread_start = [&] {
+            try {
+                (void)Runtime::current();
+                answered.fetch_add(1);
+            } catch (const eddy::WrongThread&) {
+                refused.fetch_add(1);
+            }
+        };
+        Runtime rt(std::move(config));
+        // A blocking thread starts for the call and runs the hook before it.
+        CHECK(rt.block_on(join(rt.spawn_blocking([] { return &Runtime::current(); }))) == &rt);
+    }  // joined: every hook has run
+    CHECK(answered.load() == 0);
+    CHECK(refused.load() >= 3);  // two workers and a blocking thread (and the reactor's)
 }

@@ -29,7 +29,10 @@ struct BlockingPool::State {
     std::size_t alive = 0, idle = 0, running = 0;
     std::uint64_t calls = 0, left_running = 0;
     bool closed = false;  // from then on, a call that ends resumes nothing
+    Runtime* runtime = nullptr;  // the owner, for Runtime::current(); not read once closed
 };
+
+constinit thread_local BlockingPool::State* BlockingPool::t_state_ = nullptr;
 
 BlockingPool::BlockingPool(const RuntimeConfig& config) : state_(std::make_shared<State>()) {
     State& s = *state_;
@@ -66,6 +69,9 @@ void BlockingPool::thread_main(std::shared_ptr<State> sp) noexcept {
     State& s = *sp;
     name_this_thread(s.name);
     run_thread_hook(s.on_start, "on_thread_start");
+    // Between the hooks, as on a worker (its hooks run outside Worker::run): `sp` keeps the
+    // state alive meanwhile.
+    t_state_ = &s;
     std::unique_lock lock(s.lock);
     for (;;) {
         // Idle here (counted by submit() for a new thread, below after a job).
@@ -91,6 +97,7 @@ void BlockingPool::thread_main(std::shared_ptr<State> sp) noexcept {
     --s.idle;
     --s.alive;
     lock.unlock();
+    t_state_ = nullptr;
     run_thread_hook(s.on_stop, "on_thread_stop");
 }
 
@@ -114,6 +121,19 @@ BlockingFigures BlockingPool::figures() const {
     const State& s = *state_;
     std::lock_guard lock(s.lock);
     return {.threads = s.alive, .idle = s.idle, .queued = s.queue.size(), .calls = s.calls, .left_running = s.left_running};
+}
+
+void BlockingPool::set_runtime(Runtime* owner) noexcept {
+    std::lock_guard lock(state_->lock);
+    state_->runtime = owner;
+}
+
+Runtime* BlockingPool::current_runtime(const char* what) {
+    State* s = t_state_;
+    if (s == nullptr) return nullptr;
+    std::lock_guard lock(s->lock);
+    if (s->closed) throw RuntimeStopped(std::string(what) + ": the runtime of this blocking thread is shut down");
+    return s->runtime;
 }
 
 std::size_t BlockingPool::busy() const {

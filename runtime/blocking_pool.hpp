@@ -17,6 +17,14 @@
 //   and exits.
 //
 // Everything is under one mutex: these are threads that block anyway, not a hot path.
+//
+// # Runtime::current() on a blocking thread
+//   Each thread knows its pool's state (a thread_local), and the state the Runtime that owns
+//   the pool, until close(): a call that asks for its runtime then gets RuntimeStopped,
+//   because once close() has waited blocking_shutdown_timeout the Runtime may be destroyed
+//   under a call still running. The answer is read under the lock, and close() takes the
+//   lock before the Runtime can go, so the reference is good when it is returned; a call
+//   that keeps it past its runtime's shutdown is on its own, as with any Runtime&.
 #pragma once
 
 #include "runtime/private.hpp"
@@ -33,6 +41,10 @@
 
 #include <eddy/runtime/config.hpp>
 #include <eddy/runtime/detail/blocking_job.hpp>
+
+namespace eddy {
+class Runtime;
+}
 
 namespace eddy::detail {
 
@@ -58,6 +70,11 @@ public:
     /// Shutdown (see above): returns the calls left running.
     std::size_t close() noexcept;
     BlockingFigures figures() const;
+    /// The Runtime its threads report to Runtime::current() (before the first submit()).
+    void set_runtime(Runtime* owner) noexcept;
+    /// On one of a pool's threads: that pool's Runtime (eddy::RuntimeStopped naming `what`
+    /// once the pool is closed). Off them: nullptr.
+    static Runtime* current_runtime(const char* what);
     /// Calls queued or running (a virtual clock waits for none: runtime/clock.hpp). After
     /// it reads 0, whatever the last call resumed is queued (schedule_on runs under the lock).
     std::size_t busy() const;
@@ -65,6 +82,8 @@ public:
 private:
     struct State;
     static void thread_main(std::shared_ptr<State> s) noexcept;
+    // The pool of the calling thread, if it is one of a pool's (kept alive by its thread).
+    static thread_local State* t_state_;
     std::shared_ptr<State> state_;
 };
 

@@ -18,6 +18,7 @@ Runtime::Runtime(RuntimeConfig config) {
     const std::size_t n = detail::resolve_workers(config.workers);
     scheduler_ = std::make_unique<detail::Scheduler>(n, config);
     scheduler_->set_driver(detail::make_driver(*scheduler_, config));
+    scheduler_->set_runtime(this);  // a Runtime never moves (no copy, no move)
     scheduler_->start();
 }
 
@@ -28,6 +29,16 @@ void Runtime::shutdown() { scheduler_->shutdown(); }
 std::size_t Runtime::workers() const noexcept { return scheduler_->num_workers(); }
 
 RuntimeMetrics Runtime::metrics() const { return scheduler_->metrics(); }
+
+Runtime& Runtime::current() {
+    constexpr const char* kWhat = "eddy::Runtime::current";
+    // A worker's runtime is alive while the worker runs: shutdown joins it first.
+    if (detail::Worker* w = detail::current_worker()) return *w->scheduler().runtime();
+    if (Runtime* rt = detail::BlockingPool::current_runtime(kWhat)) return *rt;
+    throw WrongThread(std::string(kWhat) +
+                      " called on a thread that is neither a runtime's worker nor one of its blocking threads "
+                      "(spawn_blocking); pass the Runtime& to this thread instead");
+}
 
 std::optional<std::size_t> this_worker::index() noexcept {
     detail::Worker* w = detail::current_worker();

@@ -50,6 +50,10 @@
 #include <eddy/runtime/config.hpp>
 #include <eddy/tasks/detail/promise.hpp>
 
+namespace eddy {
+class Runtime;
+}
+
 namespace eddy::detail {
 
 class Scheduler {
@@ -65,6 +69,13 @@ public:
     /// Installs the I/O driver (before start()).
     void set_driver(std::unique_ptr<Driver> driver) noexcept { driver_ = std::move(driver); }
     Driver* driver() const noexcept { return driver_.get(); }
+    /// The Runtime that owns this scheduler (before start(): the threads it starts see it).
+    /// Runtime::current() reads it on a worker, and on a blocking thread through the pool.
+    void set_runtime(Runtime* owner) noexcept {
+        runtime_ = owner;
+        blocking_.set_runtime(owner);
+    }
+    Runtime* runtime() const noexcept { return runtime_; }
     /// The configuration this runtime was built with (validated; any thread).
     const RuntimeConfig& config() const noexcept { return config_; }
     /// Worker thread: hands the driver what this worker posted since the last flush.
@@ -154,6 +165,7 @@ private:
 
     const RuntimeConfig config_;
     const std::uint64_t id_;
+    Runtime* runtime_ = nullptr;  // set before start(): never changes while a thread runs
     const FinishHook root_hook_{&finish_root, this};  // every root task's completion
     InjectQueue global_wakes_;
     SpawnQueue global_spawns_;

@@ -1,5 +1,6 @@
 // tests/runtime/broadcast_test.cpp: eddy::broadcast: every receiver gets every value in
 // order, subscribe and resubscribe, lag reported with exact counts (try_receive and receive),
+// len() and is_empty() (also read from a plain thread while a task receives),
 // the senders' end (drain, then nullopt; waiting receivers), cancellation without loss,
 // races of stops and sends, multi-worker senders and receivers with exact accounting,
 // runtime shutdown while receivers wait, and misuse.
@@ -139,6 +140,78 @@ TEST_CASE("a receiver that fell behind gets Lagged with the exact count, then th
     auto [tx1, rx1] = eddy::broadcast::channel<int>(1);
     for (int i = 1; i <= 5; ++i) tx1.send(i);
     CHECK(try_drain(rx1) == std::vector<std::string>{"L4", "5"});
+}
+
+TEST_CASE("len() counts what a receiver would still get, at most the capacity; is_empty() is len() == 0") {
+    auto [tx, rx] = eddy::broadcast::channel<int>(4);
+    CHECK(rx.len() == 0);
+    CHECK(rx.is_empty());
+    for (int i = 1; i <= 3; ++i) tx.send(i);
+    CHECK(rx.len() == 3);
+    CHECK_FALSE(rx.is_empty());
+    CHECK(rx.try_receive() == 1);
+    CHECK(rx.len() == 2);
+    Receiver<int> late = tx.subscribe();  // starts at the tail
+    CHECK(late.len() == 0);
+    CHECK(late.is_empty());
+    // Past the capacity: the ring is full of values rx has not read, 2 of its 4 are lost.
+    for (int i = 4; i <= 7; ++i) tx.send(i);
+    CHECK(rx.len() == 4);
+    CHECK(late.len() == 4);  // exactly full: no lag
+    CHECK(try_drain(rx) == std::vector<std::string>{"L2", "4", "5", "6", "7"});
+    CHECK(rx.len() == 0);
+    CHECK(try_drain(late) == std::vector<std::string>{"4", "5", "6", "7"});
+    // Far behind: still the capacity, and the lag as before.
+    for (int i = 8; i <= 20; ++i) tx.send(i);
+    CHECK(rx.len() == 4);
+    CHECK(try_drain(rx) == std::vector<std::string>{"L9", "17", "18", "19", "20"});
+    // Closed and drained: empty.
+    { Sender<int> gone = std::move(tx); }
+    CHECK(rx.is_closed());
+    CHECK(rx.is_empty());
+}
+
+TEST_CASE("len() from a plain thread while a task receives and a worker sends: never above the capacity") {
+    constexpr int kValues = 20'000;
+    constexpr std::size_t kCapacity = 16;
+    Runtime rt(RuntimeConfig{.workers = 2});
+    auto [tx, rx] = eddy::broadcast::channel<int>(kCapacity);
+    std::atomic<bool> done{false};
+    std::atomic<std::size_t> above{0};
+    std::atomic<std::uint64_t> looks{0};
+    std::thread watcher([&, &rx = rx] {
+        while (!done.load()) {
+            if (rx.len() > kCapacity) above.fetch_add(1);
+            looks.fetch_add(1);
+        }
+    });
+    JoinHandle<std::uint64_t> receiver = rt.spawn([](Receiver<int>& rx) -> Task<std::uint64_t> {
+        std::uint64_t got = 0;  // values and lost values: every send once
+        for (;;) {
+            try {
+                const std::optional<int> v = co_await rx.receive();
+                if (!v) co_return got;
+                ++got;
+            } catch (const Lagged& lag) {
+                got += lag.missed();
+            }
+        }
+    }(rx));
+    rt.block_on([](Sender<int> tx) -> Task<void> {
+        for (int i = 0; i < kValues; ++i) {
+            tx.send(i);
+            if (i % 64 == 0) co_await eddy::yield_now();
+        }
+    }(std::move(tx)));  // the last sender goes with this task: the receiver ends
+    const std::uint64_t accounted = rt.block_on([](JoinHandle<std::uint64_t> h) -> Task<std::uint64_t> {
+        co_return co_await std::move(h);
+    }(std::move(receiver)));
+    done = true;
+    watcher.join();
+    CHECK(accounted == kValues);
+    CHECK(above.load() == 0);
+    CHECK(looks.load() > 0);
+    CHECK(rx.len() == 0);
 }
 
 TEST_CASE("Lagged is what co_await receive throws too, and the next receive goes on from the oldest value") {

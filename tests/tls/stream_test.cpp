@@ -5,11 +5,12 @@
 // failure that leaves no error queued for the next OpenSSL user of the thread, a
 // peer that closes the TCP connection without close_notify (mid-stream and mid-handshake),
 // a cancelled read that leaves the stream usable, a cancelled write whose accepted records
-// go out with the next write, and each documented misuse error.
+// go out with the next write, a second read at once refused, and each documented misuse error.
 #include <doctest/doctest.h>
 
 #include <openssl/err.h>
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <stdexcept>
@@ -20,7 +21,9 @@
 #include <eddy/io/with_timeout.hpp>
 #include <eddy/net/tcp_listener.hpp>
 #include <eddy/net/tcp_stream.hpp>
+#include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/runtime.hpp>
+#include <eddy/runtime/spawn.hpp>
 #include <eddy/runtime/when_all.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
@@ -29,6 +32,7 @@
 #include <eddy/tls/stream.hpp>
 
 #include "tests/support/net_helpers.hpp"
+#include "tests/support/sync_helpers.hpp"
 #include "tests/tls/tls_helpers.hpp"
 
 using namespace eddy::test::tls;  // the helpers of this folder
@@ -228,6 +232,28 @@ TEST_CASE("a cancelled write: what TLS took goes out first with the next write, 
         CHECK(prefix < big.size());
         CHECK(prefix % (16 * 1024) == 0);
         CHECK(got.substr(0, prefix) == eddy::test::text(std::span(big).first(prefix)));
+    }());
+}
+
+TEST_CASE("a second read while one is pending throws std::logic_error; the pending read goes on") {
+    Runtime rt(RuntimeConfig{.workers = 1});  // one worker: settle() lets the first read reach its wait
+    run(rt, []() -> Task<void> {
+        TlsPair p = co_await tls_pair(certs().client(), certs().server());
+        eddy::JoinHandle<std::string> first = eddy::spawn(read_text(p.client));  // nothing sent yet: it waits
+        co_await eddy::test::settle();
+        std::string second = "it read";
+        try {
+            std::array<std::byte, 16> buf;
+            (void)co_await p.client.read(buf);
+        } catch (const std::logic_error& e) {
+            second = e.what();
+        }
+        CHECK(contains(second, "another read of this stream is pending"));
+        co_await p.server.write_all(std::string_view("late"));
+        CHECK(co_await std::move(first) == "late");
+        // The turn was given back: reading goes on.
+        co_await p.server.write_all(std::string_view("more"));
+        CHECK(co_await read_text_exact(p.client, 4) == "more");
     }());
 }
 

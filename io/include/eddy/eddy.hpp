@@ -1,5 +1,15 @@
 // <eddy/eddy.hpp>: the one header users include.
+//
+// eddy is C++20 (coroutines, concepts, std::span, designated initializers). Under an older
+// language mode this header stops at one #error that names the fix, instead of pages of
+// errors from the headers behind it: everything else is in the #else branch, because GCC
+// goes on past an #error and would parse them anyway. Only here, the documented entry
+// point; tests/compile_fail/ checks the message and that it stays short.
 #pragma once
+
+#if __cplusplus < 202002L
+#error "eddy needs C++20: compile with -std=c++20 or later (g++ 12, clang 14)"
+#else
 
 #include <eddy/fs/dir.hpp>
 #include <eddy/fs/file.hpp>
@@ -77,3 +87,5 @@
 #include <eddy/tls/error.hpp>
 #include <eddy/tls/stream.hpp>
 #endif
+
+#endif  // C++20

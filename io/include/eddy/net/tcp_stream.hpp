@@ -10,6 +10,15 @@
 //! Buffers passed to read/write must stay valid until the co_await returns. A stop
 //! requested on the optional std::stop_token cancels a pending operation: it throws
 //! std::errc::operation_canceled once the kernel has let go of the buffer.
+//!
+//! One reader and one writer at once: one task may read while another writes, on the same
+//! worker or on two (each direction waits on its own queue of the socket's one poll:
+//! eddy/io/detail/socket_io.hpp), so a full-duplex protocol needs no split of the stream:
+//! share it by reference with both tasks, which it must outlive. Two reads at once are safe
+//! but split the incoming bytes between them in an order nobody chose (each byte goes to
+//! exactly one); two writes at once are safe too, but one write_all's bytes may land between
+//! another's wherever the kernel took a partial send. So keep to one reader and one writer,
+//! or take turns (an eddy::Mutex around the writes, or one writer task fed by a channel).
 //! @file
 #pragma once
 

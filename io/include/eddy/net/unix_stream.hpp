@@ -9,6 +9,11 @@
 //! The same readiness path, errors and cancellation as net::TcpStream (eddy/net/tcp_stream.hpp):
 //! connect to a path nobody listens on is std::system_error with ECONNREFUSED, to a path that
 //! does not exist ENOENT. A UnixStream is an io::AsyncStream.
+//!
+//! One reader and one writer at once, as for a TcpStream: one task may read while another
+//! writes, on any workers. Two reads (or two writes) at once lose nothing, but which bytes
+//! each read gets (where each write's bytes land) is unspecified: keep to one of each, or take
+//! turns (see eddy/net/tcp_stream.hpp).
 //! @file
 #pragma once
 

@@ -20,9 +20,12 @@
 //! (ECONNRESET, EPIPE, ...) pass through as std::system_error with the errno. After a TLS
 //! failure the session is dead: every later read/write throws the same error.
 //!
-//! Concurrency: one read at a time (reads share one input buffer), while writes and shutdown
-//! run from any number of tasks: they take turns under an eddy::Mutex, so each call's records
-//! leave whole, in the order the calls got it. Call from tasks on a runtime's workers.
+//! Concurrency: one task may read while others write, on any workers (OpenSSL's session is
+//! behind a lock held for one call at a time, never across a co_await). Reads: one at a time
+//! (they share one input buffer); a read started while another is pending throws
+//! std::logic_error at once and the pending one goes on unharmed. Writes and shutdown: from
+//! any number of tasks; they take turns under an eddy::Mutex, so each call's records leave
+//! whole, in the order the calls got it. Call from tasks on a runtime's workers.
 //! Buffers must stay valid until the co_await returns; the Stream must not be moved or
 //! destroyed while an operation is pending.
 //!
@@ -44,6 +47,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -90,9 +94,11 @@ public:
     Stream& operator=(Stream&&) noexcept = default;
 
     /// Reads what is available (at least one byte unless `buf` is empty); 0 once the peer
-    /// sent close_notify. tls::Error (truncated: the stream below ended without one).
+    /// sent close_notify. tls::Error (truncated: the stream below ended without one);
+    /// std::logic_error while another read of this stream is pending.
     Task<std::size_t> read(std::span<std::byte> buf) {
         if (buf.empty()) co_return 0;
+        const ReadTurn turn(*engine_);
         for (;;) {
             const Engine::Step s = engine_->read(buf, "eddy::tls::Stream::read");
             // Data goes back at once: a send that failed or was cancelled now would lose it.
@@ -149,6 +155,24 @@ public:
     std::string alpn_protocol() const { return engine_->alpn_protocol(); }
 
 private:
+    // A read's hold on the input buffer, from its start to its end (also by an exception, or
+    // the frame's destruction).
+    class ReadTurn {
+    public:
+        explicit ReadTurn(Engine& e) : e_(e) {
+            if (!e_.begin_read())
+                throw std::logic_error(
+                    "eddy::tls::Stream::read: another read of this stream is pending (one reader at a time; "
+                    "writes may run alongside)");
+        }
+        ReadTurn(const ReadTurn&) = delete;
+        ReadTurn& operator=(const ReadTurn&) = delete;
+        ~ReadTurn() { e_.end_read(); }
+
+    private:
+        Engine& e_;
+    };
+
     Stream(S stream, std::unique_ptr<Engine> engine) noexcept : stream_(std::move(stream)), engine_(std::move(engine)) {}
 
     Task<void> handshake(const char* what) {

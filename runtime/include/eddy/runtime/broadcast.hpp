@@ -35,11 +35,12 @@
 //     what T's own copy allocates).
 //
 // Who may call what: send, subscribe, receiver_count (Sender), try_receive, resubscribe,
-// is_closed (Receiver) and the destructors from any thread; `co_await rx.receive()` only
-// from a task on a runtime worker (eddy::WrongThread otherwise). Senders are copyable (each
-// copy keeps the channel open); Receivers are move-only (resubscribe() makes another) and are
-// used by one task at a time. The state is freed with the last end. channel(0) throws
-// std::invalid_argument; using a moved-from end throws eddy::ChannelClosed.
+// is_closed, len, is_empty (Receiver) and the destructors from any thread;
+// `co_await rx.receive()` only from a task on a runtime worker (eddy::WrongThread
+// otherwise). Senders are copyable (each copy keeps the channel open); Receivers are
+// move-only (resubscribe() makes another) and are used by one task at a time. The state is
+// freed with the last end. channel(0) throws std::invalid_argument; using a moved-from end
+// throws eddy::ChannelClosed.
 //
 // Cancellation (eddy/tasks/cancellation.hpp): a receive cancelled while waiting resumes with
 // eddy::OperationCancelled and consumes nothing: the receiver's position is unchanged, so the
@@ -48,6 +49,7 @@
 // Awaiting with a stopped token throws at once, even if a value is there.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -194,6 +196,21 @@ public:
     /// A new receiver of the same channel that sees the values sent from now on.
     Receiver resubscribe() const { return subscribe(state_.get("eddy::broadcast::Receiver::resubscribe")); }
 
+    /// How far behind this receiver is: the values it would still get from the ring, at most
+    /// the capacity. 0 for one that has caught up (or subscribed after the last send). After
+    /// a lag it is the whole ring, and the next receive still throws Lagged first; missed()
+    /// counts the lost values, len() never does. (Tokio's len() counts them too, so it may
+    /// exceed the capacity; here the lag is the exception's to report.) Any thread, also
+    /// while this receiver's task receives: it reads under the channel's lock, where every
+    /// receive moves the receiver's position.
+    std::size_t len() const {
+        detail::State<T>& s = state_.get("eddy::broadcast::Receiver::len");
+        std::lock_guard guard(s.lock);
+        return static_cast<std::size_t>(s.tail - std::max(next_, s.oldest()));
+    }
+    /// len() == 0: a receive now would wait (or give std::nullopt once closed).
+    bool is_empty() const { return len() == 0; }
+
     /// True once every sender is gone (values may remain to be received).
     bool is_closed() const {
         detail::State<T>& s = state_.get("eddy::broadcast::Receiver::is_closed");
@@ -237,7 +254,9 @@ private:
     }
 
     eddy::detail::EndRef<detail::State<T>, eddy::detail::CountedReceiver> state_;
-    std::uint64_t next_;  // the position of the next value to receive; its task's alone
+    // The position of the next value to receive: its task's, written only under the
+    // channel's lock (poll_locked), so that len() may read it from any thread.
+    std::uint64_t next_;
 };
 
 /// Copyable: each copy keeps the channel open; the last one's end (destroyed, or assigned

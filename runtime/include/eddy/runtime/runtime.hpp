@@ -134,6 +134,13 @@ public:
     /// (also after shutdown); cheap: no lock, no pause of the workers.
     RuntimeMetrics metrics() const;
 
+    /// The runtime of the calling thread (Tokio's Handle::current()): from a task, the one
+    /// whose worker runs it; from a spawn_blocking call, the one whose blocking thread runs
+    /// it (eddy::RuntimeStopped once that runtime is shutting down). eddy::WrongThread
+    /// anywhere else, the thread hooks (on_thread_start/stop) included. For
+    /// `Runtime::current().spawn(...)` or `.metrics()` deep in a task.
+    static Runtime& current();
+
 private:
     std::unique_ptr<detail::Scheduler> scheduler_;
 };

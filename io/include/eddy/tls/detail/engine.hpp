@@ -14,14 +14,17 @@
 // call starts with an empty OpenSSL error queue and leaves it empty (the queue is per thread
 // and a coroutine may move to another worker at its next co_await): a failure is turned into
 // a tls::Error (in Step::error) before `mu_` is released.
-// The input buffer belongs to the one reader; the output buffer to the holder of
-// write_lock() (every send of ciphertext happens under it, so records leave in order).
+// The input buffer belongs to the one reader, the holder of the read turn (begin_read: a
+// second read at once would receive ciphertext into the same buffer, so it is refused); the
+// output buffer to the holder of write_lock() (every send of ciphertext happens under it, so
+// records leave in order).
 //
 // # After a failure
 // A fatal error (a bad record, an alert, a truncation) is remembered: every later
 // read/write/shutdown gives the same error.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <exception>
 #include <memory>
@@ -82,6 +85,10 @@ public:
     void consume_output(std::size_t n) noexcept;
     /// Held by whoever sends ciphertext.
     Mutex& write_lock() noexcept { return write_lock_; }
+    /// The read turn: false when another read holds it. Acquire/release: the input buffer's
+    /// bytes pass from one read to the next (on another worker, perhaps) through it.
+    bool begin_read() noexcept { return !reading_.exchange(true, std::memory_order_acquire); }
+    void end_read() noexcept { reading_.store(false, std::memory_order_release); }
 
     /// The protocol ALPN agreed on ("" if none).
     std::string alpn_protocol() const;
@@ -101,6 +108,7 @@ private:
     std::vector<std::byte> out_buf_;  // write_lock_
     std::size_t out_pos_ = 0;         // write_lock_: out_buf_[out_pos_..] is still to send
     Mutex write_lock_;
+    std::atomic<bool> reading_{false};  // the read turn (begin_read)
 };
 
 } // namespace eddy::tls::detail

@@ -196,17 +196,16 @@ public:
     /// A new receiver of the same channel that sees the values sent from now on.
     Receiver resubscribe() const { return subscribe(state_.get("eddy::broadcast::Receiver::resubscribe")); }
 
-    /// How far behind this receiver is: the values it would still get from the ring, at most
-    /// the capacity. 0 for one that has caught up (or subscribed after the last send). After
-    /// a lag it is the whole ring, and the next receive still throws Lagged first; missed()
-    /// counts the lost values, len() never does. (Tokio's len() counts them too, so it may
-    /// exceed the capacity; here the lag is the exception's to report.) Any thread, also
-    /// while this receiver's task receives: it reads under the channel's lock, where every
-    /// receive moves the receiver's position.
+    /// How far behind this receiver is: the values sent since its last receive that it has
+    /// not received, as Tokio's len() counts. 0 for one that has caught up (or subscribed
+    /// after the last send). Past the capacity it has lagged: the next receive throws Lagged
+    /// with the values lost (len() minus the capacity), then gives the ring's oldest. Any
+    /// thread, also while this receiver's task receives: it reads under the channel's lock,
+    /// where every receive moves the receiver's position.
     std::size_t len() const {
         detail::State<T>& s = state_.get("eddy::broadcast::Receiver::len");
         std::lock_guard guard(s.lock);
-        return static_cast<std::size_t>(s.tail - std::max(next_, s.oldest()));
+        return static_cast<std::size_t>(s.tail - next_);
     }
     /// len() == 0: a receive now would wait (or give std::nullopt once closed).
     bool is_empty() const { return len() == 0; }

@@ -72,10 +72,12 @@ namespace eddy::broadcast {
 /// moved on to the oldest value still in the ring; receive again to get it.
 class Lagged : public std::runtime_error {
 public:
+    /// The receiver missed `missed` values.
     explicit Lagged(std::uint64_t missed)
         : std::runtime_error("eddy::broadcast::Receiver: lagged behind, " + std::to_string(missed) +
                              " values were overwritten before they were received"),
           missed_(missed) {}
+    /// How many values were overwritten before this receiver read them.
     std::uint64_t missed() const noexcept { return missed_; }
 
 private:
@@ -123,16 +125,20 @@ enum class Poll : std::uint8_t { empty, value, lagged, closed };
 template <class T>
 class Receiver {
 public:
+    /// Takes the other's place in the channel; the moved-from receiver throws ChannelClosed.
     Receiver(Receiver&&) noexcept = default;
+    /// Leaves this receiver's channel, takes the other's place.
     Receiver& operator=(Receiver&&) noexcept = default;
     Receiver(const Receiver&) = delete;
     Receiver& operator=(const Receiver&) = delete;
 
+    /// What receive() returns: awaiting it gives the next value (see receive()).
     class [[nodiscard]] ReceiveAwaiter : public eddy::detail::WaitAwaiter<ReceiveAwaiter> {
     public:
         static constexpr const char* kWhat = "co_await on eddy::broadcast::Receiver::receive()";
         static constexpr const char* kCancelled = "eddy::broadcast::Receiver::receive: the wait was cancelled";
 
+        /// Made by receive().
         ReceiveAwaiter(Receiver& rx, detail::State<T>& s) noexcept
             : eddy::detail::WaitAwaiter<ReceiveAwaiter>(s.waiters), rx_(rx), state_(s) {}
         /// Movable until first awaited (WaitAwaiter asserts it): nothing was polled yet.

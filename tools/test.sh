@@ -19,7 +19,8 @@
 # build-tsan (stress/frame_pool_stress among others).
 # Task dumps (-Dtask_dump, off by default) are on in both sanitizer builds: their full tests
 # run there; `build` runs the default, where a dump lists tasks without their waits.
-# Each build's suites (but 'install') then run a second time beside a CPU hog
+# Each build's suites (but 'install', and 'compile_fail' and 'docs', which check what is
+# compiled and written, not how anything runs) then run a second time beside a CPU hog
 # (tools/beside_hog.sh: two busy loops, one per core of the CI machine): a test must hold on
 # a loaded machine, so it counts events rather than timing them, and where time is the point
 # its bound is wide. The second pass costs about four minutes and no build.
@@ -61,14 +62,15 @@ suites() {  # suites LABEL [command...]: runs the command (a meson test), tallie
     rm -f "$log"
 }
 
-run() {  # run NAME DIR [env...]: builds DIR, runs all its suites, then all but 'install' beside the hog
+run() {  # run NAME DIR [env...]: builds DIR, runs all its suites, then the runtime ones beside the hog
     local name=$1 dir=$2
     shift 2
     echo "== $name: building ($dir)"
     ninja -C "$dir" >/dev/null
     local test=(env "$@" meson test -C "$dir" --print-errorlogs --num-processes 2)
     suites "$name: testing" "${test[@]}"
-    suites "$name: testing beside a CPU hog" bash tools/beside_hog.sh "${test[@]}" --no-suite install
+    suites "$name: testing beside a CPU hog" bash tools/beside_hog.sh "${test[@]}" --no-suite install \
+        --no-suite compile_fail --no-suite docs
 }
 
 setup build --buildtype=release -Dstress_tests=true

@@ -196,6 +196,33 @@ TEST_CASE("a when_any racing a sleep: both children, the read's descriptor, the 
     CHECK(join(rt, std::move(racer)) == 0);  // the read won; the sleep was cancelled
 }
 
+TEST_CASE("with_timeout around a read: one wait naming the timer and the read") {
+    Runtime rt(RuntimeConfig{.workers = 2});
+    eddy::io::Pipe p = eddy::io::pipe();
+    eddy::io::DescriptorStream rd(std::move(p.read_end));
+    eddy::io::DescriptorStream wr(std::move(p.write_end));
+    auto timed = rt.spawn(
+        [](eddy::io::DescriptorStream& in) -> Task<std::size_t> {
+            std::array<std::byte, 16> buf{};
+            co_return co_await eddy::with_timeout(in.read(buf), 60s);  // no frame of its own
+        }(rd),
+        "timed");
+    const TaskDump d = dump_until(rt, [](const TaskDump& d) {
+        return find(d, [](const TaskDump::Task& t) { return contains(t.waits_on, "with_timeout"); }) != nullptr;
+    });
+    INFO(d.to_text());
+    const TaskDump::Task* root = named(d, "timed");
+    REQUIRE(root != nullptr);
+    CHECK(contains(root->waits_on, "with_timeout, "));
+    CHECK(contains(root->waits_on, "ms left: "));
+    CHECK(contains(root->waits_on, "read fd "));
+    CHECK(root->children.empty());  // the read is the task's own wait, not a child's
+    rt.block_on([](eddy::io::DescriptorStream& out) -> Task<void> {
+        co_await eddy::io::write_all(out, eddy::test::bytes("x"));
+    }(wr));
+    CHECK(join(rt, std::move(timed)) == 1);
+}
+
 TEST_CASE("a cancelled group draining: the group says cancelling, its members are cancelled, the shielded cleanup is not") {
     Runtime rt(RuntimeConfig{.workers = 2});
     eddy::Event release;

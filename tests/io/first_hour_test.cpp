@@ -35,9 +35,14 @@ namespace {
 
 RuntimeConfig paused() { return RuntimeConfig{.workers = 2, .clock = eddy::ClockMode::paused}; }
 
+/// A loopback TCP pair without Nagle's delay: a paused clock does not wait for I/O, so a small
+/// write held back for an ACK the peer delays (up to 40 ms) would lose to a timeout.
 Task<Connection> pair() {
     auto listener = eddy::net::TcpListener::bind(eddy::net::SocketAddr::loopback_v4(0));
-    co_return co_await eddy::test::connect_pair(listener);
+    Connection c = co_await eddy::test::connect_pair(listener);
+    c.client.set_nodelay(true);
+    c.server.set_nodelay(true);
+    co_return c;
 }
 
 } // namespace

@@ -35,7 +35,12 @@
 
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <coroutine>
 #include <cstddef>
@@ -43,6 +48,9 @@
 #include <functional>
 #include <optional>
 #include <stop_token>
+#include <string>
+#include <string_view>
+#include <system_error>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -65,7 +73,7 @@ inline std::atomic<const char*> current_step{""};
 inline void step(const char* s) { current_step.store(s); }
 
 /// A CHECK that names the combinator it ran under.
-#define COMPOSE_CHECK(...) CHECK_MESSAGE((__VA_ARGS__), "under " << ::eddy::test::compose::current_step.load())
+#define COMPOSE_CHECK(...) CHECK_MESSAGE((__VA_ARGS__), "under " << std::string(::eddy::test::compose::current_step.load()))
 
 /// What an operation of result R gives a check: R, std::monostate for void.
 template <class R>
@@ -117,6 +125,38 @@ Valued<std::remove_cvref_t<A>> valued(A&& a) {
     return Valued<std::remove_cvref_t<A>>(a);
 }
 
+/// Pipes (and FIFOs) of one page that a test fills to the brim, so that a write waits: the
+/// bytes in the pipe (either end), the page made the pipe's size, filled, drained.
+inline std::size_t pipe_bytes(int fd) {
+    int n = 0;
+    if (::ioctl(fd, FIONREAD, &n) != 0) throw std::system_error(errno, std::system_category(), "FIONREAD");
+    return static_cast<std::size_t>(n);
+}
+inline std::size_t pipe_capacity(int fd) {
+    const int n = ::fcntl(fd, F_GETPIPE_SZ);
+    if (n < 0) throw std::system_error(errno, std::system_category(), "F_GETPIPE_SZ");
+    return static_cast<std::size_t>(n);
+}
+inline void shrink_pipe(int fd) {
+    if (::fcntl(fd, F_SETPIPE_SZ, 4096) < 0) throw std::system_error(errno, std::system_category(), "F_SETPIPE_SZ");
+}
+inline void fill_pipe(int write_fd) {  // writes only what fits: never blocks
+    const std::vector<char> fill(pipe_capacity(write_fd) - pipe_bytes(write_fd), 'f');
+    if (!fill.empty() && ::write(write_fd, fill.data(), fill.size()) != static_cast<ssize_t>(fill.size()))
+        throw std::system_error(errno, std::system_category(), "write");
+}
+inline std::string drain_pipe(int read_fd) {  // reads only what is there: never blocks
+    std::string out(pipe_bytes(read_fd), '\0');
+    if (!out.empty() && ::read(read_fd, out.data(), out.size()) != static_cast<ssize_t>(out.size()))
+        throw std::system_error(errno, std::system_category(), "read");
+    return out;
+}
+
+/// Writes `text` to a pipe, FIFO or socket that has room for it (the test's own writes).
+inline void put(int fd, std::string_view text) {
+    COMPOSE_CHECK(::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+}
+
 inline Task<int> seven() { co_return 7; }
 inline Task<int> sleeper(std::chrono::nanoseconds d) {
     co_await sleep(d);
@@ -148,52 +188,52 @@ template <class Op>
 Task<void> completing_pairs(Hooks<Op>& h) {
     using R = await_result_t<Op>;
     Event never;  // never set: the other operation a winner races
-    step("with_timeout(op, duration)");
+    step("completing form, with_timeout(op, duration)");
     co_await h.arm();
     h.check(co_await valued(with_timeout(h.completing(), 1s)));
-    step("with_timeout(op, time point)");
+    step("completing form, with_timeout(op, time point)");
     co_await h.arm();
     h.check(co_await valued(with_timeout(h.completing(), time::now() + 1s)));
-    step("timeout_or(op, duration)");
+    step("completing form, timeout_or(op, duration)");
     co_await h.arm();
     auto maybe = co_await timeout_or(h.completing(), 1s);
     COMPOSE_CHECK(static_cast<bool>(maybe));
     if constexpr (std::is_void_v<R>) h.check({});
     else if (maybe) h.check(std::move(*maybe));
-    step("with_deadline(duration, op)");
+    step("completing form, with_deadline(duration, op)");
     co_await h.arm();
     h.check(co_await valued(with_deadline(1s, h.completing())));
-    step("when_all(op, sleep)");
+    step("completing form, when_all(op, sleep)");
     co_await h.arm();
     auto [v1, slept] = co_await when_all(h.completing(), sleep(1ms));
     h.check(std::move(v1));
-    step("when_all(op, task)");
+    step("completing form, when_all(op, task)");
     co_await h.arm();
     auto [v2, seven_] = co_await when_all(h.completing(), seven());
     COMPOSE_CHECK(seven_ == 7);
     h.check(std::move(v2));
-    step("when_any(op, sleep): the frame-free race");
+    step("completing form, when_any(op, sleep): the frame-free race");
     co_await h.arm();
     auto r1 = co_await when_any(h.completing(), sleep(1s));
     COMPOSE_CHECK(r1.index() == 0);
     if (r1.index() == 0) h.check(std::move(std::get<0>(r1)));
-    step("when_any(op, task)");
+    step("completing form, when_any(op, task)");
     co_await h.arm();
     auto r2 = co_await when_any(h.completing(), sleeper(24h));
     COMPOSE_CHECK(r2.index() == 0);
     if (r2.index() == 0) h.check(std::move(std::get<0>(r2)));
-    step("when_any(op, another operation)");
+    step("completing form, when_any(op, another operation)");
     co_await h.arm();
     auto r3 = co_await when_any(h.completing(), never.operator co_await());
     COMPOSE_CHECK(r3.index() == 0);
     if (r3.index() == 0) h.check(std::move(std::get<0>(r3)));
-    step("when_any_all_results(op, sleep)");
+    step("completing form, when_any_all_results(op, sleep)");
     co_await h.arm();
     auto all = co_await when_any_all_results(h.completing(), sleep(1s));
     COMPOSE_CHECK(all.winner == 0);
     COMPOSE_CHECK(!std::get<1>(all.values).has_value());
     if (std::get<0>(all.values)) h.check(std::move(*std::get<0>(all.values)));
-    step("when_all(std::vector<op>)");
+    step("completing form, when_all(std::vector<op>)");
     co_await h.arm();
     std::vector<Op> ops;
     ops.push_back(h.completing());
@@ -205,7 +245,7 @@ Task<void> completing_pairs(Hooks<Op>& h) {
         COMPOSE_CHECK(values.size() == 1);
         if (values.size() == 1) h.check(std::move(values[0]));
     }
-    step("when_any(std::vector<op>)");
+    step("completing form, when_any(std::vector<op>)");
     co_await h.arm();
     ops.clear();
     ops.push_back(h.completing());
@@ -218,24 +258,24 @@ Task<void> completing_pairs(Hooks<Op>& h) {
         COMPOSE_CHECK(won.index == 0);
         h.check(std::move(won.value));
     }
-    step("shield(op)");
+    step("completing form, shield(op)");
     co_await h.arm();
     h.check(co_await valued(shield(h.completing())));
-    step("with_stop_token(op, token)");
+    step("completing form, with_stop_token(op, token)");
     co_await h.arm();
     std::stop_source live;
     h.check(co_await valued(with_stop_token(h.completing(), live.get_token())));
     if constexpr (kOwning<Op>) {
-        step("eddy::spawn(op)");
+        step("completing form, eddy::spawn(op)");
         co_await h.arm();
         h.check(co_await valued(spawn(h.completing())));
-        step("eddy::spawn_abortable(op)");
+        step("completing form, eddy::spawn_abortable(op)");
         co_await h.arm();
         h.check(co_await valued(spawn_abortable(h.completing())));
-        step("Runtime::spawn(op)");
+        step("completing form, Runtime::spawn(op)");
         co_await h.arm();
         h.check(co_await valued(h.rt->spawn(h.completing())));
-        step("JoinSet::spawn(op)");
+        step("completing form, JoinSet::spawn(op)");
         co_await h.arm();
         JoinSet<R> set;
         set.spawn(h.completing());
@@ -243,7 +283,7 @@ Task<void> completing_pairs(Hooks<Op>& h) {
         COMPOSE_CHECK(joined.has_value());
         if (joined) h.check(std::move(*joined));
         if constexpr (std::is_void_v<R>) {
-            step("TaskGroup::spawn(op)");
+            step("completing form, TaskGroup::spawn(op)");
             co_await h.arm();
             co_await task_group([&h](TaskGroup& g) -> Task<void> {
                 g.spawn(h.completing());
@@ -261,79 +301,79 @@ Task<void> blocking_pairs(Hooks<Op>& h) {
     Event ready;
     ready.set();
     co_await h.hold();
-    step("with_timeout(op, duration)");
+    step("blocking form, with_timeout(op, duration)");
     auto t0 = time::now();
     CHECK_THROWS_AS(co_await with_timeout(h.blocking(), 1s), TimedOut);
     COMPOSE_CHECK(time::now() - t0 == 1s);  // the timer's second, not a tick more
     co_await h.recheck();
-    step("with_timeout(op, time point)");
+    step("blocking form, with_timeout(op, time point)");
     CHECK_THROWS_AS(co_await with_timeout(h.blocking(), time::now() + 1s), TimedOut);
     co_await h.recheck();
-    step("timeout_or(op, duration)");
+    step("blocking form, timeout_or(op, duration)");
     auto none = co_await timeout_or(h.blocking(), 1s);
     COMPOSE_CHECK(!static_cast<bool>(none));
     co_await h.recheck();
-    step("with_deadline(duration, op)");
+    step("blocking form, with_deadline(duration, op)");
     CHECK_THROWS_AS(co_await with_deadline(1s, h.blocking()), TimedOut);
     co_await h.recheck();
-    step("when_any(op, sleep): the frame-free race");
+    step("blocking form, when_any(op, sleep): the frame-free race");
     auto r1 = co_await when_any(h.blocking(), sleep(1s));
     COMPOSE_CHECK(r1.index() == 1);
     co_await h.recheck();
-    step("when_any(op, task)");
+    step("blocking form, when_any(op, task)");
     auto r2 = co_await when_any(h.blocking(), sleeper(1s));
     COMPOSE_CHECK(r2.index() == 1);
     co_await h.recheck();
-    step("when_any(op, another operation)");
+    step("blocking form, when_any(op, another operation)");
     auto r3 = co_await when_any(h.blocking(), ready.operator co_await());
     COMPOSE_CHECK(r3.index() == 1);
     co_await h.recheck();
-    step("when_any_all_results(op, sleep)");
+    step("blocking form, when_any_all_results(op, sleep)");
     auto all = co_await when_any_all_results(h.blocking(), sleep(1s));
     COMPOSE_CHECK(all.winner == 1);
     COMPOSE_CHECK(!std::get<0>(all.values).has_value());
     co_await h.recheck();
-    step("when_all(op, a task that fails): the failure, the operation cancelled");
+    step("blocking form, when_all(op, a task that fails): the failure, the operation cancelled");
     CHECK_THROWS_AS(co_await when_all(h.blocking(), fail_after(1s)), Planned);
     co_await h.recheck();
-    step("timeout_or(when_all(std::vector<op>))");
+    step("blocking form, timeout_or(when_all(std::vector<op>))");
     std::vector<Op> ops;
     ops.push_back(h.blocking());
     auto none_all = co_await timeout_or(when_all(std::move(ops)), 1s);
     COMPOSE_CHECK(!static_cast<bool>(none_all));
     co_await h.recheck();
-    step("timeout_or(when_any(std::vector<op>))");
+    step("blocking form, timeout_or(when_any(std::vector<op>))");
     ops.clear();
     ops.push_back(h.blocking());
     auto none_any = co_await timeout_or(when_any(std::move(ops)), 1s);
     COMPOSE_CHECK(!static_cast<bool>(none_any));
     co_await h.recheck();
-    step("with_stop_token(op, token), stopped while it waits");
+    step("blocking form, with_stop_token(op, token), stopped while it waits");
     std::stop_source source;
     auto [cancelled, stopped] = co_await when_all(ends_cancelled(with_stop_token(h.blocking(), source.get_token())),
                                                   stop_after(source, 1s));
     COMPOSE_CHECK(cancelled);
     co_await h.recheck();
-    step("with_stop_token(op, token), stopped before");
+    step("blocking form, with_stop_token(op, token), stopped before");
     CHECK_THROWS_AS(co_await with_stop_token(h.blocking(), source.get_token()), OperationCancelled);
     co_await h.recheck();
     if constexpr (kOwning<Op>) {
         using R = await_result_t<Op>;
-        step("eddy::spawn(timeout_or(op))");
+        step("blocking form, eddy::spawn(timeout_or(op))");
         auto spawned = co_await spawn(timeout_or(h.blocking(), 1s));
         COMPOSE_CHECK(!static_cast<bool>(spawned));
         co_await h.recheck();
-        step("Runtime::spawn(timeout_or(op))");
+        step("blocking form, Runtime::spawn(timeout_or(op))");
         auto spawned_rt = co_await h.rt->spawn(timeout_or(h.blocking(), 1s));
         COMPOSE_CHECK(!static_cast<bool>(spawned_rt));
         co_await h.recheck();
-        step("eddy::spawn_abortable(op), aborted");
+        step("blocking form, eddy::spawn_abortable(op), aborted");
         JoinHandle<R> handle = spawn_abortable(h.blocking());
         co_await sleep(1s);
         handle.abort();
         CHECK_THROWS_AS(co_await std::move(handle), TaskAborted);
         co_await h.recheck();
-        step("JoinSet::spawn(op), aborted");
+        step("blocking form, JoinSet::spawn(op), aborted");
         JoinSet<R> set;
         set.spawn(h.blocking());
         co_await sleep(1s);
@@ -341,7 +381,7 @@ Task<void> blocking_pairs(Hooks<Op>& h) {
         CHECK_THROWS_AS(co_await set.join_next(), TaskAborted);
         co_await h.recheck();
         if constexpr (std::is_void_v<R>) {
-            step("TaskGroup::spawn(op), the group cancelled");
+            step("blocking form, TaskGroup::spawn(op), the group cancelled");
             co_await task_group([&h](TaskGroup& g) -> Task<void> {
                 g.spawn(h.blocking());
                 co_await sleep(1s);
@@ -357,7 +397,7 @@ Task<void> blocking_pairs(Hooks<Op>& h) {
 /// under timeout_or.
 template <class Op>
 void from_thread_completing(Runtime& rt, Hooks<Op>& h) {
-    step("Runtime::block_on(op)");
+    step("completing form, Runtime::block_on(op)");
     run(rt, h.arm());
     if constexpr (std::is_void_v<await_result_t<Op>>) {
         rt.block_on(h.completing());
@@ -368,7 +408,7 @@ void from_thread_completing(Runtime& rt, Hooks<Op>& h) {
 }
 template <class Op>
 void from_thread_blocking(Runtime& rt, Hooks<Op>& h) {
-    step("Runtime::block_on(timeout_or(op))");
+    step("blocking form, Runtime::block_on(timeout_or(op))");
     auto none = rt.block_on(timeout_or(h.blocking(), 1s));
     COMPOSE_CHECK(!static_cast<bool>(none));
     run(rt, h.recheck());
@@ -403,13 +443,18 @@ void check_all() {
     Runtime rt(paused());
     F fx;
     if constexpr (requires { fx.rt; }) fx.rt = &rt;  // a fixture that spawns from the test thread
-    if constexpr (requires { fx.setup(); }) run(rt, fx.setup());
-    auto h = hooks_of(fx, rt);
-    run(rt, completing_pairs(h));
-    from_thread_completing(rt, h);
-    if constexpr (requires { fx.blocking(); }) {
-        run(rt, blocking_pairs(h));
-        from_thread_blocking(rt, h);
+    step("setup");
+    try {
+        if constexpr (requires { fx.setup(); }) run(rt, fx.setup());
+        auto h = hooks_of(fx, rt);
+        run(rt, completing_pairs(h));
+        from_thread_completing(rt, h);
+        if constexpr (requires { fx.blocking(); }) {
+            run(rt, blocking_pairs(h));
+            from_thread_blocking(rt, h);
+        }
+    } catch (const std::exception& e) {  // name the pair that threw where no CHECK expected it
+        FAIL("under " << std::string(current_step.load()) << ": " << std::string(e.what()));
     }
 }
 

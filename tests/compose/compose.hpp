@@ -8,8 +8,11 @@
 //     run the fixture's recheck() proves the resource still works: a timed-out read lost no
 //     bytes, a timed-out lock wait holds no lock, a timed-out receive eats no later value.
 // completing_pairs() and blocking_pairs() put each form under each combinator on a worker;
-// from_thread() under Runtime::block_on from the test thread. The suite fails to build when a
-// pair stops composing, and fails when one composes to the wrong behaviour.
+// from_thread_completing() and from_thread_blocking() under Runtime::block_on from the test
+// thread. The suite fails to build when a pair stops composing, and fails when one composes
+// to the wrong behaviour. Not paired with the blocking form: shield (it keeps the
+// cancellation out, so the wait would never end), and the spawning combinators for an
+// operation that borrows from its caller (refused at compile time, as they should be).
 //
 // The clock is paused (eddy/runtime/time.hpp): it jumps to the next timer once the runtime is
 // quiet, so a timeout fires exactly at its time on any machine load, and a 24 h wait costs
@@ -29,6 +32,7 @@
 //         Task<void> hold();                // optional: blocking() will wait
 //         auto blocking();                  // optional: the same type as completing()
 //         Task<void> recheck();             // optional: after a cancelled blocking() run
+//         eddy::Runtime* rt;                // optional: set by check_all
 //     };
 //     TEST_CASE("sync: Mutex::lock") { eddy::test::compose::check_all<MutexLock>(); }
 #pragma once
@@ -176,7 +180,7 @@ inline Task<void> stop_after(std::stop_source& source, std::chrono::nanoseconds 
 template <class T>
 Task<bool> ends_cancelled(Task<T> t) {
     try {
-        co_await std::move(t);
+        (void)co_await std::move(t);
     } catch (const OperationCancelled&) {
         co_return true;
     }
@@ -303,18 +307,18 @@ Task<void> blocking_pairs(Hooks<Op>& h) {
     co_await h.hold();
     step("blocking form, with_timeout(op, duration)");
     auto t0 = time::now();
-    CHECK_THROWS_AS(co_await with_timeout(h.blocking(), 1s), TimedOut);
+    CHECK_THROWS_AS((void)co_await with_timeout(h.blocking(), 1s), TimedOut);
     COMPOSE_CHECK(time::now() - t0 == 1s);  // the timer's second, not a tick more
     co_await h.recheck();
     step("blocking form, with_timeout(op, time point)");
-    CHECK_THROWS_AS(co_await with_timeout(h.blocking(), time::now() + 1s), TimedOut);
+    CHECK_THROWS_AS((void)co_await with_timeout(h.blocking(), time::now() + 1s), TimedOut);
     co_await h.recheck();
     step("blocking form, timeout_or(op, duration)");
     auto none = co_await timeout_or(h.blocking(), 1s);
     COMPOSE_CHECK(!static_cast<bool>(none));
     co_await h.recheck();
     step("blocking form, with_deadline(duration, op)");
-    CHECK_THROWS_AS(co_await with_deadline(1s, h.blocking()), TimedOut);
+    CHECK_THROWS_AS((void)co_await with_deadline(1s, h.blocking()), TimedOut);
     co_await h.recheck();
     step("blocking form, when_any(op, sleep): the frame-free race");
     auto r1 = co_await when_any(h.blocking(), sleep(1s));
@@ -334,7 +338,7 @@ Task<void> blocking_pairs(Hooks<Op>& h) {
     COMPOSE_CHECK(!std::get<0>(all.values).has_value());
     co_await h.recheck();
     step("blocking form, when_all(op, a task that fails): the failure, the operation cancelled");
-    CHECK_THROWS_AS(co_await when_all(h.blocking(), fail_after(1s)), Planned);
+    CHECK_THROWS_AS((void)co_await when_all(h.blocking(), fail_after(1s)), Planned);
     co_await h.recheck();
     step("blocking form, timeout_or(when_all(std::vector<op>))");
     std::vector<Op> ops;
@@ -355,7 +359,7 @@ Task<void> blocking_pairs(Hooks<Op>& h) {
     COMPOSE_CHECK(cancelled);
     co_await h.recheck();
     step("blocking form, with_stop_token(op, token), stopped before");
-    CHECK_THROWS_AS(co_await with_stop_token(h.blocking(), source.get_token()), OperationCancelled);
+    CHECK_THROWS_AS((void)co_await with_stop_token(h.blocking(), source.get_token()), OperationCancelled);
     co_await h.recheck();
     if constexpr (kOwning<Op>) {
         using R = await_result_t<Op>;
@@ -371,14 +375,14 @@ Task<void> blocking_pairs(Hooks<Op>& h) {
         JoinHandle<R> handle = spawn_abortable(h.blocking());
         co_await sleep(1s);
         handle.abort();
-        CHECK_THROWS_AS(co_await std::move(handle), TaskAborted);
+        CHECK_THROWS_AS((void)co_await std::move(handle), TaskAborted);
         co_await h.recheck();
         step("blocking form, JoinSet::spawn(op), aborted");
         JoinSet<R> set;
         set.spawn(h.blocking());
         co_await sleep(1s);
         set.abort_all();
-        CHECK_THROWS_AS(co_await set.join_next(), TaskAborted);
+        CHECK_THROWS_AS((void)co_await set.join_next(), TaskAborted);
         co_await h.recheck();
         if constexpr (std::is_void_v<R>) {
             step("blocking form, TaskGroup::spawn(op), the group cancelled");

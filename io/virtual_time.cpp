@@ -63,7 +63,11 @@ bool Reactor::virtual_step() {
     if (!quiet()) return false;
     io_uring_submit_and_get_events(&ring_);  // step 2
     reap();
-    if (!ready_.empty() || retry_ != nullptr) return true;
+    // A wake-up read here (the eventfd's CQE: wake_armed_ is false now) was someone asking
+    // the loop to look, shutdown() among them, which only sets stop_ and writes the eventfd:
+    // go round, where run() sees stop_ and sleep_in_kernel() arms the read again. Sleeping
+    // on instead would wait for a wake-up that was already taken.
+    if (!ready_.empty() || retry_ != nullptr || !wake_armed_) return true;
     for (auto& q : timer_queues_) q->refresh_earliest();  // step 3
     RuntimeClock& clock = sched_.clock();
     const std::int64_t timer = earliest_timer();

@@ -10,6 +10,8 @@
 // generously from above ("a 30 s sleep finishes in under 5 s") or waited for with kDeadline.
 #include <doctest/doctest.h>
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -28,6 +30,7 @@
 #include <eddy/io/read_write.hpp>
 #include <eddy/io/sleep.hpp>
 #include <eddy/io/with_timeout.hpp>
+#include <eddy/net/unix_stream.hpp>
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/spawn.hpp>
@@ -41,6 +44,7 @@
 
 #include "tests/support/io_helpers.hpp"
 #include "tests/support/waiting.hpp"
+#include "tests/support/watchdog.hpp"
 
 using eddy::ClockMode;
 using eddy::Runtime;
@@ -399,5 +403,26 @@ TEST_CASE("shutdown with virtual timers pending, and with a thread waiting in ad
         rt.shutdown();
         t.join();
         CHECK(outcome == 2);
+    }
+}
+
+// The reactor, stepping the virtual clock, took every completion the kernel had, and with them
+// the read of its wake-up eventfd that shutdown() had just written; it then slept with no
+// wake-up armed, and ~Runtime waited for it forever. A write cancelled on a full socket, the
+// socket closed just before the runtime goes, made that window wide: it hung within a few
+// rounds.
+TEST_CASE("a paused runtime shuts down after a cancelled socket write, round after round") {
+    for (int round = 0; round < 100; ++round) {
+        eddy::test::Watchdog watchdog("io/virtual_clock", "~Runtime after a cancelled socket write", 30s);
+        Runtime rt(config(ClockMode::paused));
+        std::optional<std::pair<eddy::net::UnixStream, eddy::net::UnixStream>> ends = eddy::net::UnixStream::pair();
+        rt.block_on([](eddy::net::UnixStream& s) -> Task<void> {
+            const std::vector<char> fill(16384, 'f');
+            while (::send(s.native_handle(), fill.data(), fill.size(), MSG_DONTWAIT | MSG_NOSIGNAL) > 0) {
+            }
+            const std::optional<std::size_t> n = co_await eddy::timeout_or(s.write(std::as_bytes(std::span(fill))), 1s);
+            CHECK_FALSE(n.has_value());
+        }(ends->first));
+        ends.reset();
     }
 }

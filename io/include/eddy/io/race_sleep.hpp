@@ -69,7 +69,7 @@ public:
 
     /// Made by when_any: `op` moved in (or borrowed), the sleep's deadline and token.
     RaceSleep(std::remove_reference_t<H>& op, const detail::SleepAwaiter& sleep)
-        : inner_(op, detail::TimeoutSpec{sleep.deadline_ns(), {}, false}, detail::SleepTokenLink(sleep.token())) {}
+        : inner_(op, detail::TimeoutSpec{sleep.deadline_ns(), {}, false}, std::in_place, sleep.token()) {}
     /// Movable until awaited.
     RaceSleep(RaceSleep&&) = default;
     RaceSleep& operator=(RaceSleep&&) = delete;

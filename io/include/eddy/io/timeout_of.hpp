@@ -47,6 +47,12 @@ public:
     TimeoutOf(A& a, detail::TimeoutSpec spec, Extra extra = {}) noexcept(
         std::is_nothrow_constructible_v<detail::AwaiterSlot<H>, A&> && std::is_nothrow_move_constructible_v<Extra>)
         : op_(a), arm_(spec), extra_(std::move(extra)) {}
+    /// The same with the extra made in place from `args`. (race_sleep.hpp uses it: g++ 12 at
+    /// -O3 -Wall warned maybe-uninitialized in the destructor of a moved-from temporary extra,
+    /// which failed -Werror builds of `when_any(mutex.lock(), sleep(d))`.)
+    template <class... Args>
+    TimeoutOf(A& a, detail::TimeoutSpec spec, std::in_place_t, Args&&... args)
+        : op_(a), arm_(spec), extra_(std::forward<Args>(args)...) {}
     /// Movable until awaited.
     TimeoutOf(TimeoutOf&& o) noexcept(std::is_nothrow_move_constructible_v<detail::AwaiterSlot<H>> &&
                                       std::is_nothrow_move_constructible_v<Extra>)

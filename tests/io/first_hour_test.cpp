@@ -140,6 +140,19 @@ TEST_CASE("with_timeout(mutex.lock(), 1s): the guard, or TimedOut while another 
     }());
 }
 
+TEST_CASE("with_timeout(event.wait(), 1s): TimedOut while unset, at once once set") {
+    Runtime rt(paused());
+    const auto start = rt.now();
+    run(rt, []() -> Task<void> {
+        eddy::Event event;
+        CHECK_THROWS_AS(co_await eddy::with_timeout(event.wait(), 1s), TimedOut);
+        event.set();
+        CHECK_NOTHROW(co_await eddy::with_timeout(event.wait(), 1s));
+        CHECK(co_await eddy::timeout_or(event.wait(), 1s));
+    }());
+    CHECK(rt.now() - start == 1s);
+}
+
 TEST_CASE("with_timeout(eddy::sleep(2s), 1s) times out; with_timeout(eddy::sleep(1s), 2s) does not") {
     Runtime rt(paused());
     const auto start = rt.now();

@@ -167,7 +167,7 @@ with_timeout_t<A> make_timeout(A&& a, TimeoutSpec spec) {
 /// with_deadline, eddy/io/with_deadline.hpp: that one hands a deadline down to the I/O below
 /// it and cancels nothing else.)
 template <Awaitable A>
-with_timeout_t<A> with_timeout(A&& a, std::chrono::steady_clock::time_point deadline) {
+auto with_timeout(A&& a, std::chrono::steady_clock::time_point deadline) {
     return detail::make_timeout(std::forward<A>(a), detail::TimeoutSpec::at(deadline));
 }
 
@@ -175,7 +175,7 @@ with_timeout_t<A> with_timeout(A&& a, std::chrono::steady_clock::time_point dead
 /// awaited). Huge timeouts saturate; zero or negative ones give the operation no time (it
 /// starts cancelled, and finishes with its value only if it never suspends).
 template <Awaitable A, class Rep, class Period>
-with_timeout_t<A> with_timeout(A&& a, std::chrono::duration<Rep, Period> timeout) {
+auto with_timeout(A&& a, std::chrono::duration<Rep, Period> timeout) {
     return detail::make_timeout(std::forward<A>(a), detail::TimeoutSpec::after(detail::timeout_ticks(timeout)));
 }
 
@@ -219,13 +219,13 @@ private:
 ///     if (auto n = co_await eddy::timeout_or(stream.read(buf), 30s)) use(*n);
 ///     else co_await stream.write_all(idle_message);  // allowed here, unlike in a catch block
 template <Awaitable A>
-TimeoutOr<with_timeout_t<A>> timeout_or(A&& a, std::chrono::steady_clock::time_point deadline) {
+auto timeout_or(A&& a, std::chrono::steady_clock::time_point deadline) {
     return TimeoutOr<with_timeout_t<A>>(with_timeout(std::forward<A>(a), deadline));
 }
 
 /// The same with a duration, measured from when the result is awaited.
 template <Awaitable A, class Rep, class Period>
-TimeoutOr<with_timeout_t<A>> timeout_or(A&& a, std::chrono::duration<Rep, Period> timeout) {
+auto timeout_or(A&& a, std::chrono::duration<Rep, Period> timeout) {
     return TimeoutOr<with_timeout_t<A>>(with_timeout(std::forward<A>(a), timeout));
 }
 

@@ -67,6 +67,9 @@ public:
     };
     /// `co_await event`: returns once the event is set (at once if it is).
     Awaiter operator co_await() noexcept { return Awaiter(*this); }
+    /// The same wait as an operation of its own, which moves until awaited: what a combinator
+    /// takes over (`co_await eddy::with_timeout(event.wait(), 1s)`), as for Latch::wait().
+    Awaiter wait() noexcept { return Awaiter(*this); }
 
 private:
     detail::SpinLock lock_;

@@ -1,8 +1,8 @@
 // runtime/blocking_pool.cpp: see blocking_pool.hpp.
-#include "runtime/blocking_pool.hpp"
+#include "blocking_pool.hpp"
 
-#include "runtime/scheduler.hpp"
-#include "runtime/settings.hpp"
+#include "scheduler.hpp"
+#include "settings.hpp"
 
 #include <cstdio>
 #include <system_error>

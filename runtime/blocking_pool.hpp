@@ -27,7 +27,7 @@
 //   that keeps it past its runtime's shutdown is on its own, as with any Runtime&.
 #pragma once
 
-#include "runtime/private.hpp"
+#include "private.hpp"
 
 #include <chrono>
 #include <condition_variable>

@@ -34,7 +34,7 @@
 // top, or both (never neither).
 #pragma once
 
-#include "runtime/private.hpp"
+#include "private.hpp"
 
 #include <algorithm>
 #include <atomic>

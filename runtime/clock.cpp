@@ -1,8 +1,8 @@
 // runtime/clock.cpp: see runtime/clock.hpp and eddy/runtime/time.hpp.
-#include "runtime/clock.hpp"
+#include "clock.hpp"
 
-#include "runtime/scheduler.hpp"
-#include "runtime/worker.hpp"
+#include "scheduler.hpp"
+#include "worker.hpp"
 
 #include <algorithm>
 #include <stdexcept>

@@ -2,7 +2,7 @@
 //
 // ClockMode::real reads steady_clock. A virtual clock (paused, manual) is a number of
 // steady_clock nanoseconds that starts at steady_clock::now() when the Runtime is built and
-// moves only when the driver's thread (io/virtual_time.cpp) moves it:
+// moves only when the driver's thread (io/reactor/virtual_time.cpp) moves it:
 //   * to the earliest pending timer, when the runtime is quiet (nothing runnable, no blocking
 //     call, nothing the kernel has completed) and a timer is pending: always under `paused`
 //     (auto-advance), and under either while an advance() waits for a later target;
@@ -21,8 +21,8 @@
 // `stopped` set (Runtime::advance then throws RuntimeStopped).
 #pragma once
 
-#include "runtime/private.hpp"
-#include "runtime/thread_waiter.hpp"
+#include "private.hpp"
+#include "thread_waiter.hpp"
 
 #include <atomic>
 #include <coroutine>

@@ -2,7 +2,7 @@
 // coop_budget.hpp).
 #include <eddy/runtime/detail/coop_budget.hpp>
 
-#include "runtime/worker.hpp"
+#include "worker.hpp"
 
 #include <new>
 

@@ -1,5 +1,5 @@
 // runtime/idle.cpp: see idle.hpp for the rules and why each exists.
-#include "runtime/idle.hpp"
+#include "idle.hpp"
 
 #include <algorithm>
 #include <stdexcept>

@@ -34,8 +34,8 @@
 // producer side would allow both to miss each other.
 #pragma once
 
-#include "runtime/private.hpp"
-#include <eddy/runtime/detail/spin_lock.hpp>
+#include "private.hpp"
+#include <eddy/tasks/detail/spin_lock.hpp>
 
 #include <atomic>
 #include <cstddef>

@@ -1,6 +1,6 @@
 // runtime/inject_queue.cpp: the queue's calls, each inside the TSan ignore scope (see the
 // header for why).
-#include "runtime/inject_queue.hpp"
+#include "inject_queue.hpp"
 
 #include <cstdio>
 #include <cstdlib>

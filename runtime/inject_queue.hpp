@@ -24,8 +24,8 @@
 // synchronization is never annotated or suppressed anywhere else.
 #pragma once
 
-#include "runtime/private.hpp"
-#include "runtime/queue_item.hpp"
+#include "private.hpp"
+#include "queue_item.hpp"
 
 #include <cstddef>
 #include <cstdint>

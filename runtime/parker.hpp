@@ -11,7 +11,7 @@
 // (the parked side's acquire must see everything done before *this* unpark).
 #pragma once
 
-#include "runtime/private.hpp"
+#include "private.hpp"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>

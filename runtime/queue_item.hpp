@@ -20,7 +20,7 @@
 // a spawn.
 #pragma once
 
-#include "runtime/private.hpp"
+#include "private.hpp"
 
 #include <chrono>
 #include <cstdint>

@@ -2,11 +2,11 @@
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/this_worker.hpp>
 
-#include "runtime/scheduler.hpp"
-#include "runtime/settings.hpp"
-#include "runtime/thread_waiter.hpp"
-#include "runtime/worker.hpp"
-#include "runtime/worker_count.hpp"
+#include "scheduler.hpp"
+#include "settings.hpp"
+#include "thread_waiter.hpp"
+#include "worker.hpp"
+#include "worker_count.hpp"
 
 #include <string>
 #include <thread>
@@ -17,7 +17,7 @@ Runtime::Runtime(RuntimeConfig config) {
     detail::validate_config(config);
     const std::size_t n = detail::resolve_workers(config.workers);
     scheduler_ = std::make_unique<detail::Scheduler>(n, config);
-    scheduler_->set_driver(detail::make_driver(*scheduler_, config));
+    scheduler_->set_driver(detail::make_driver(scheduler_->driver_host()));
     scheduler_->set_runtime(this);  // a Runtime never moves (no copy, no move)
     scheduler_->start();
 }

@@ -1,8 +1,8 @@
 // runtime/sched_delay.cpp: the scheduling clock's calibration and the histogram's snapshot
 // (sched_delay.hpp, queue_item.hpp).
-#include "runtime/sched_delay.hpp"
+#include "sched_delay.hpp"
 
-#include "runtime/queue_item.hpp"
+#include "queue_item.hpp"
 
 #include <algorithm>
 #include <chrono>

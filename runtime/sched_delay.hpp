@@ -17,7 +17,7 @@
 // thread, through snapshot().
 #pragma once
 
-#include "runtime/private.hpp"
+#include "private.hpp"
 
 #include <atomic>
 #include <cstdint>

@@ -1,9 +1,9 @@
 // runtime/scheduler.cpp: see scheduler.hpp (shutdown protocol) and frame_header.hpp (the
 // join protocol that finish_root implements).
-#include "runtime/scheduler.hpp"
+#include "scheduler.hpp"
 
-#include "runtime/settings.hpp"
-#include "runtime/thread_waiter.hpp"
+#include "settings.hpp"
+#include "thread_waiter.hpp"
 
 #include <pthread.h>
 #include <sched.h>
@@ -263,9 +263,8 @@ void Scheduler::schedule_item(void* item) noexcept {
     notify_parked();
 }
 
-void Scheduler::schedule_external(InjectQueue::ProducerToken& token, void* const* frames,
-                                  std::size_t n) noexcept {
-    push_bulk_woken(global_wakes_, token, frames, n, sched_ticks());
+void Scheduler::deliver_from_driver(void* const* frames, std::size_t n) noexcept {
+    push_bulk_woken(global_wakes_, driver_token_, frames, n, sched_ticks());
     note_global_wakes();
     notify_parked();
 }

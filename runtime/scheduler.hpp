@@ -24,16 +24,15 @@
 // Steps 3 and 4 run with no worker alive, so no frame can be resumed while it is destroyed.
 #pragma once
 
-#include "runtime/private.hpp"
-#include "runtime/blocking_pool.hpp"
-#include "runtime/clock.hpp"
-#include "runtime/driver.hpp"
-#include "runtime/idle.hpp"
-#include "runtime/inject_queue.hpp"
-#include "runtime/task_registry.hpp"
-#include "runtime/worker_pause.hpp"
-#include "runtime/watchdog.hpp"
-#include "runtime/worker.hpp"
+#include "private.hpp"
+#include "blocking_pool.hpp"
+#include "clock.hpp"
+#include "idle.hpp"
+#include "inject_queue.hpp"
+#include "task_registry.hpp"
+#include "worker_pause.hpp"
+#include "watchdog.hpp"
+#include "worker.hpp"
 
 #include <pthread.h>
 
@@ -48,6 +47,7 @@
 #include <vector>
 
 #include <eddy/runtime/config.hpp>
+#include <eddy/runtime/detail/driver.hpp>
 #include <eddy/tasks/detail/promise.hpp>
 
 namespace eddy {
@@ -108,9 +108,12 @@ public:
     void schedule(std::coroutine_handle<> frame) noexcept { schedule_item(frame.address()); }
     /// The same for any queue item: a frame's address or a tagged Runnable (scheduler_api.hpp).
     void schedule_item(void* item) noexcept;
-    /// Off-worker threads (the reactor): queues `n` frames woken now on the injection queue
-    /// with one bulk push and wakes a worker if none is searching.
-    void schedule_external(InjectQueue::ProducerToken& token, void* const* frames, std::size_t n) noexcept;
+    /// The driver's thread (DriverHost::deliver): queues `n` frames woken now on the global
+    /// wake queue with one bulk push (the driver's own producer token) and wakes a worker if
+    /// none is searching.
+    void deliver_from_driver(void* const* frames, std::size_t n) noexcept;
+    /// What the driver sees of this scheduler (driver.hpp): handed to make_driver().
+    DriverHost& driver_host() noexcept { return driver_host_; }
     /// idle.hpp rule 1: wakes one parked worker if new work needs one.
     void notify_parked() noexcept;
     /// idle.hpp rule 4: the last searcher's final look at every queue.
@@ -169,6 +172,8 @@ private:
     const FinishHook root_hook_{&finish_root, this};  // every root task's completion
     InjectQueue global_wakes_;
     SpawnQueue global_spawns_;
+    InjectQueue::ProducerToken driver_token_{global_wakes_};  // the driver's thread only
+    DriverHost driver_host_{*this};
     Idle idle_;
     TaskRegistry registry_;
     std::vector<std::unique_ptr<Worker>> workers_;

@@ -1,5 +1,5 @@
 // runtime/settings.cpp: see settings.hpp.
-#include "runtime/settings.hpp"
+#include "settings.hpp"
 
 #include <pthread.h>
 

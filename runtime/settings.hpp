@@ -5,7 +5,7 @@
 // variable, quotes the value and states what is accepted.
 #pragma once
 
-#include "runtime/private.hpp"
+#include "private.hpp"
 
 #include <cstddef>
 #include <cstdint>

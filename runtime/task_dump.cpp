@@ -12,9 +12,9 @@
 //      the children that description lists.
 // Only roots and group members are read through their FrameHeader (their name): a nested
 // frame may have been allocated inside its parent (HALO) and have none.
-#include "runtime/clock.hpp"
-#include "runtime/scheduler.hpp"
-#include "runtime/worker.hpp"
+#include "clock.hpp"
+#include "scheduler.hpp"
+#include "worker.hpp"
 
 #include <cxxabi.h>
 

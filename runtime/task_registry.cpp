@@ -1,5 +1,5 @@
 // runtime/task_registry.cpp: see task_registry.hpp.
-#include "runtime/task_registry.hpp"
+#include "task_registry.hpp"
 
 #include <algorithm>
 #include <mutex>

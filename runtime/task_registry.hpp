@@ -9,8 +9,8 @@
 // different shards. Tokio keeps the same list (OwnedTasks), behind one mutex in 1.24.
 #pragma once
 
-#include "runtime/private.hpp"
-#include <eddy/runtime/detail/spin_lock.hpp>
+#include "private.hpp"
+#include <eddy/tasks/detail/spin_lock.hpp>
 
 #include <array>
 #include <atomic>

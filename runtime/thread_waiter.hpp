@@ -6,7 +6,7 @@
 // (A bare atomic flag plus futex wake would touch the object after the waiter may be gone.)
 #pragma once
 
-#include "runtime/private.hpp"
+#include "private.hpp"
 
 #include <condition_variable>
 #include <mutex>

@@ -1,8 +1,8 @@
 // runtime/watchdog.cpp: see watchdog.hpp.
-#include "runtime/watchdog.hpp"
+#include "watchdog.hpp"
 
-#include "runtime/scheduler.hpp"
-#include "runtime/worker.hpp"
+#include "scheduler.hpp"
+#include "worker.hpp"
 
 #include <cstdio>
 #include <exception>

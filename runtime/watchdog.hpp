@@ -4,7 +4,7 @@
 // A worker publishes a poll sequence number (Worker::poll_seq: odd while it runs a queue item,
 // one more at each start and end), with two relaxed stores per poll and nothing else. The
 // reactor thread, which wakes every 0.2 ms (1 ms with nothing in its ring) while any worker
-// is unparked, and is woken when a worker gives it something to watch (io/reactor.hpp),
+// is unparked, and is woken when a worker gives it something to watch (io/reactor/reactor.hpp),
 // calls check() with the time; check() remembers, per worker, the
 // sequence number it saw and since when. A number that is odd and has not moved is one poll
 // that has run at least that long:
@@ -18,8 +18,8 @@
 // a report comes up to one check interval late, never early.
 #pragma once
 
-#include "runtime/counter.hpp"
-#include "runtime/private.hpp"
+#include <eddy/runtime/detail/owned_counter.hpp>
+#include "private.hpp"
 
 #include <chrono>
 #include <cstddef>

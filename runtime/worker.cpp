@@ -1,7 +1,7 @@
 // runtime/worker.cpp: see worker.hpp for the run loop.
-#include "runtime/worker.hpp"
+#include "worker.hpp"
 
-#include "runtime/scheduler.hpp"
+#include "scheduler.hpp"
 
 #include <eddy/runtime/detail/coop_budget.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>

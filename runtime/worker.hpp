@@ -101,14 +101,14 @@
 // wakes_ (steal_into, empty) and parker_ (unpark).
 #pragma once
 
-#include "runtime/private.hpp"
-#include "runtime/chase_lev_deque.hpp"
-#include "runtime/counter.hpp"
-#include "runtime/inject_queue.hpp"
-#include "runtime/parker.hpp"
-#include "runtime/queue_item.hpp"
-#include "runtime/sched_delay.hpp"
-#include <eddy/runtime/detail/spin_lock.hpp>
+#include "private.hpp"
+#include "chase_lev_deque.hpp"
+#include <eddy/runtime/detail/owned_counter.hpp>
+#include "inject_queue.hpp"
+#include "parker.hpp"
+#include "queue_item.hpp"
+#include "sched_delay.hpp"
+#include <eddy/tasks/detail/spin_lock.hpp>
 #include <eddy/runtime/metrics.hpp>
 
 #include <atomic>

@@ -1,5 +1,5 @@
 // runtime/worker_count.cpp: see worker_count.hpp.
-#include "runtime/worker_count.hpp"
+#include "worker_count.hpp"
 
 #include <sched.h>
 

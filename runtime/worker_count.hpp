@@ -1,7 +1,7 @@
 // runtime/worker_count.hpp: how many workers a Runtime starts.
 #pragma once
 
-#include "runtime/private.hpp"
+#include "private.hpp"
 
 #include <cstddef>
 #include <optional>

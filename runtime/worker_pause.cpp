@@ -1,8 +1,8 @@
 // runtime/worker_pause.cpp: see worker_pause.hpp.
-#include "runtime/worker_pause.hpp"
+#include "worker_pause.hpp"
 
-#include "runtime/scheduler.hpp"
-#include "runtime/worker.hpp"
+#include "scheduler.hpp"
+#include "worker.hpp"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>

@@ -21,7 +21,7 @@
 // Cost when nobody dumps: one relaxed load of gen_ per poll, on a line the workers only read.
 #pragma once
 
-#include "runtime/private.hpp"
+#include "private.hpp"
 
 #include <atomic>
 #include <chrono>

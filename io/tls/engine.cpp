@@ -20,7 +20,7 @@
 #include <eddy/tls/detail/engine.hpp>
 #include <eddy/tls/error.hpp>
 
-#include "io/tls/openssl_error.hpp"
+#include "openssl_error.hpp"
 
 namespace eddy::tls::detail {
 

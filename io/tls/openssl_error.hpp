@@ -1,7 +1,9 @@
 // io/tls/openssl_error.hpp: reading (and emptying) the calling thread's OpenSSL error queue,
 // for the tls::Error messages of context.cpp and engine.cpp.
 #pragma once
-#include "runtime/private.hpp"
+#ifndef EDDY_INTERNAL
+#error "private eddy header (io/tls/): for eddy's own sources only"
+#endif
 
 #include <string>
 

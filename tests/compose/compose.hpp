@@ -63,7 +63,7 @@
 
 #include <eddy/eddy.hpp>
 
-#include "tests/support/net_helpers.hpp"
+#include "support/net_helpers.hpp"
 
 namespace eddy::test::compose {
 

@@ -14,7 +14,7 @@
 
 #include <eddy/eddy.hpp>
 
-#include "tests/compose/compose.hpp"
+#include "compose/compose.hpp"
 
 using eddy::Task;
 using eddy::io::BufReader;

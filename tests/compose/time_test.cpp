@@ -8,7 +8,7 @@
 
 #include <eddy/eddy.hpp>
 
-#include "tests/compose/compose.hpp"
+#include "compose/compose.hpp"
 
 using eddy::Task;
 using eddy::test::compose::check_all;

@@ -14,8 +14,8 @@
 
 #include <eddy/eddy.hpp>
 
-#include "tests/compose/compose.hpp"
-#include "tests/tls/tls_helpers.hpp"
+#include "compose/compose.hpp"
+#include "tls/tls_helpers.hpp"
 
 using eddy::Task;
 using eddy::test::bytes;

@@ -17,7 +17,7 @@
 #include <eddy/fs/metadata.hpp>
 #include <eddy/runtime/runtime.hpp>
 
-#include "tests/support/net_helpers.hpp"
+#include "support/net_helpers.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;

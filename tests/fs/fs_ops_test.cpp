@@ -26,7 +26,7 @@
 #include <eddy/io/stream_ops.hpp>
 #include <eddy/runtime/runtime.hpp>
 
-#include "tests/support/net_helpers.hpp"
+#include "support/net_helpers.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;

@@ -19,7 +19,7 @@
 #include <eddy/runtime/when_all.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/net_helpers.hpp"
+#include "support/net_helpers.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;
@@ -33,7 +33,7 @@ using eddy::test::TempDir;
 namespace {
 
 // "f<n>". Built with append(): GCC 12 at -O3 flags `"f" + std::to_string(n)` with a false
-// -Wrestrict (the same workaround as io/socket_addr.cpp).
+// -Wrestrict (the same workaround as io/net/socket_addr.cpp).
 template <class N>
 std::string numbered(N n) {
     return std::string("f").append(std::to_string(n));

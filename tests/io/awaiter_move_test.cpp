@@ -25,21 +25,21 @@
 #include <eddy/io/buf_reader.hpp>
 #include <eddy/io/buf_writer.hpp>
 #include <eddy/io/descriptor_stream.hpp>
-#include <eddy/io/interval.hpp>
+#include <eddy/time/interval.hpp>
 #include <eddy/io/pipe.hpp>
 #include <eddy/io/read_write.hpp>
 #include <eddy/io/readiness.hpp>
-#include <eddy/io/sleep.hpp>
+#include <eddy/time/sleep.hpp>
 #include <eddy/io/stdio.hpp>
-#include <eddy/io/with_deadline.hpp>
+#include <eddy/time/with_deadline.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/spawn.hpp>
 #include <eddy/runtime/yield_now.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/net_helpers.hpp"
-#include "tests/support/move_ops.hpp"
+#include "support/net_helpers.hpp"
+#include "support/move_ops.hpp"
 
 using eddy::Task;
 using eddy::io::DescriptorStream;

@@ -27,7 +27,7 @@
 #include <eddy/io/pipe.hpp>
 #include <eddy/io/stream_errors.hpp>
 #include <eddy/io/stream_ops.hpp>
-#include <eddy/io/with_timeout.hpp>
+#include <eddy/time/with_timeout.hpp>
 #include <eddy/net/tcp_listener.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/spawn.hpp>
@@ -35,8 +35,8 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/memory_stream.hpp"
-#include "tests/support/net_helpers.hpp"
+#include "support/memory_stream.hpp"
+#include "support/net_helpers.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;

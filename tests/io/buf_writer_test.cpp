@@ -20,8 +20,8 @@
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/memory_stream.hpp"
-#include "tests/support/net_helpers.hpp"
+#include "support/memory_stream.hpp"
+#include "support/net_helpers.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;

@@ -16,9 +16,9 @@
 
 #include <eddy/eddy.hpp>
 
-#include "tests/support/counted.hpp"
-#include "tests/support/net_helpers.hpp"
-#include "tests/support/sleeper.hpp"
+#include "support/counted.hpp"
+#include "support/net_helpers.hpp"
+#include "support/sleeper.hpp"
 
 using eddy::OperationCancelled;
 using eddy::Runtime;

@@ -29,21 +29,21 @@
 #include <vector>
 
 #include <eddy/fs/file.hpp>
-#include <eddy/io/sleep.hpp>
+#include <eddy/time/sleep.hpp>
 #include <eddy/net/tcp_listener.hpp>
 #include <eddy/net/tcp_stream.hpp>
-#include <eddy/runtime/channel.hpp>
+#include <eddy/sync/channel.hpp>
 #include <eddy/runtime/coop.hpp>
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/metrics.hpp>
-#include <eddy/runtime/mutex.hpp>
+#include <eddy/sync/mutex.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/spawn.hpp>
 #include <eddy/runtime/when_all.hpp>
 #include <eddy/runtime/yield_now.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/net_helpers.hpp"
+#include "support/net_helpers.hpp"
 
 using eddy::JoinHandle;
 using eddy::Runtime;

@@ -24,7 +24,7 @@
 #include <utility>
 
 #include <eddy/io/file_descriptor.hpp>
-#include <eddy/io/with_timeout.hpp>
+#include <eddy/time/with_timeout.hpp>
 #include <eddy/net/unix_addr.hpp>
 #include <eddy/net/unix_listener.hpp>
 #include <eddy/net/unix_stream.hpp>
@@ -34,7 +34,7 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/waiting.hpp"
+#include "support/waiting.hpp"
 
 using eddy::JoinHandle;
 using eddy::Runtime;

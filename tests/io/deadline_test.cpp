@@ -25,7 +25,7 @@
 
 #include <eddy/eddy.hpp>
 
-#include "tests/support/net_helpers.hpp"
+#include "support/net_helpers.hpp"
 
 using eddy::OperationCancelled;
 using eddy::Runtime;

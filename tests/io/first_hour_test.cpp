@@ -18,8 +18,8 @@
 
 #include <eddy/eddy.hpp>
 
-#include "tests/support/counted.hpp"
-#include "tests/support/net_helpers.hpp"
+#include "support/counted.hpp"
+#include "support/net_helpers.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;

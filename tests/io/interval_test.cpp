@@ -24,11 +24,11 @@
 #include <utility>
 #include <vector>
 
-#include <eddy/io/interval.hpp>
-#include <eddy/io/sleep.hpp>
-#include <eddy/io/with_timeout.hpp>
+#include <eddy/time/interval.hpp>
+#include <eddy/time/sleep.hpp>
+#include <eddy/time/with_timeout.hpp>
 #include <eddy/runtime/join_handle.hpp>
-#include <eddy/runtime/mutex.hpp>
+#include <eddy/sync/mutex.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/spawn.hpp>
 #include <eddy/runtime/time.hpp>
@@ -37,9 +37,9 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/counted.hpp"
-#include "tests/support/io_helpers.hpp"
-#include "tests/support/waiting.hpp"
+#include "support/counted.hpp"
+#include "support/io_helpers.hpp"
+#include "support/waiting.hpp"
 
 using eddy::Interval;
 using eddy::MissedTick;

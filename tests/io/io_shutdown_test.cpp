@@ -32,7 +32,7 @@
 #include <eddy/io/file_descriptor.hpp>
 #include <eddy/io/pipe.hpp>
 #include <eddy/io/read_write.hpp>
-#include <eddy/io/sleep.hpp>
+#include <eddy/time/sleep.hpp>
 #include <eddy/net/socket_addr.hpp>
 #include <eddy/net/tcp_listener.hpp>
 #include <eddy/net/tcp_stream.hpp>
@@ -42,9 +42,9 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/counted.hpp"
-#include "tests/support/io_helpers.hpp"
-#include "tests/support/waiting.hpp"
+#include "support/counted.hpp"
+#include "support/io_helpers.hpp"
+#include "support/waiting.hpp"
 
 using eddy::JoinHandle;
 using eddy::Runtime;

@@ -32,7 +32,7 @@
 #include <eddy/runtime/yield_now.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/net_helpers.hpp"
+#include "support/net_helpers.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;

@@ -32,7 +32,7 @@
 #include <eddy/io/file_descriptor.hpp>
 #include <eddy/io/pipe.hpp>
 #include <eddy/io/read_write.hpp>
-#include <eddy/io/sleep.hpp>
+#include <eddy/time/sleep.hpp>
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/spawn.hpp>
@@ -41,8 +41,8 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/io_helpers.hpp"
-#include "tests/support/waiting.hpp"
+#include "support/io_helpers.hpp"
+#include "support/waiting.hpp"
 
 using eddy::JoinHandle;
 using eddy::Runtime;

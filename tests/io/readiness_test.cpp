@@ -22,8 +22,8 @@
 #include <vector>
 
 #include <eddy/io/readiness.hpp>
-#include <eddy/io/sleep.hpp>
-#include <eddy/io/with_timeout.hpp>
+#include <eddy/time/sleep.hpp>
+#include <eddy/time/with_timeout.hpp>
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/metrics.hpp>
 #include <eddy/runtime/runtime.hpp>

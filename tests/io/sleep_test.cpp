@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include <eddy/io/sleep.hpp>
+#include <eddy/time/sleep.hpp>
 #include <eddy/runtime/coop.hpp>
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/metrics.hpp>
@@ -30,8 +30,8 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/io_helpers.hpp"
-#include "tests/support/waiting.hpp"
+#include "support/io_helpers.hpp"
+#include "support/waiting.hpp"
 
 using eddy::JoinHandle;
 using eddy::Runtime;

@@ -15,7 +15,7 @@
 #include <eddy/eddy.hpp>
 #include <eddy/tasks/pool_config.hpp>
 
-#include "tests/support/tsan.hpp"
+#include "support/tsan.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;

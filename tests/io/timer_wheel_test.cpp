@@ -1,4 +1,4 @@
-// tests/io/timer_wheel_test.cpp: the timing wheel of io/timer_wheel.hpp, white box, without a
+// tests/io/timer_wheel_test.cpp: the timing wheel of io/time/timer_wheel.hpp, white box, without a
 // Runtime. Targeted cases (equal deadlines, deadlines in the current tick, already past, at
 // zero or below, farther than the wheel reaches, removal from the heap's root and from below
 // it), then a model-based run: random inserts, removals and pops checked against a multimap.
@@ -21,7 +21,7 @@
 #include <set>
 #include <vector>
 
-#include "io/timer_wheel.hpp"
+#include "time/timer_wheel.hpp"
 
 using eddy::detail::TimerEntry;
 using eddy::detail::TimerWheel;

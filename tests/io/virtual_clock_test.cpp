@@ -25,11 +25,11 @@
 #include <thread>
 #include <vector>
 
-#include <eddy/io/interval.hpp>
+#include <eddy/time/interval.hpp>
 #include <eddy/io/pipe.hpp>
 #include <eddy/io/read_write.hpp>
-#include <eddy/io/sleep.hpp>
-#include <eddy/io/with_timeout.hpp>
+#include <eddy/time/sleep.hpp>
+#include <eddy/time/with_timeout.hpp>
 #include <eddy/net/unix_stream.hpp>
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/runtime.hpp>
@@ -42,9 +42,9 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/io_helpers.hpp"
-#include "tests/support/waiting.hpp"
-#include "tests/support/watchdog.hpp"
+#include "support/io_helpers.hpp"
+#include "support/waiting.hpp"
+#include "support/watchdog.hpp"
 
 using eddy::ClockMode;
 using eddy::Runtime;

@@ -27,8 +27,8 @@
 #include <eddy/runtime/yield_now.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/net_helpers.hpp"
-#include "tests/support/move_ops.hpp"
+#include "support/net_helpers.hpp"
+#include "support/move_ops.hpp"
 
 using eddy::Task;
 using eddy::net::TcpListener;

@@ -21,7 +21,7 @@
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/net_helpers.hpp"
+#include "support/net_helpers.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;

@@ -28,7 +28,7 @@
 #include <eddy/runtime/when_all.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/net_helpers.hpp"
+#include "support/net_helpers.hpp"
 
 using eddy::JoinHandle;
 using eddy::Runtime;

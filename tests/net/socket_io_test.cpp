@@ -1,5 +1,5 @@
-// tests/net/socket_io_test.cpp: the readiness-based socket path (eddy/io/detail/socket_io.hpp,
-// io/poll_state.hpp) as TcpStream and TcpListener use it, over loopback, IPv4 and IPv6:
+// tests/net/socket_io_test.cpp: the readiness-based socket path (eddy/net/detail/socket_io.hpp,
+// io/reactor/poll_state.hpp) as TcpStream and TcpListener use it, over loopback, IPv4 and IPv6:
 //   - a waiting read cancelled by its own token (or its task's) from a plain thread, alone and
 //     racing a peer's write 200 times: every byte read exactly once, in order;
 //   - end of stream: the waiting read returns 0, every read after it 0 at once (also when the
@@ -55,7 +55,7 @@
 
 #include <eddy/eddy.hpp>
 
-#include "tests/support/net_helpers.hpp"
+#include "support/net_helpers.hpp"
 
 using eddy::OperationCancelled;
 using eddy::Runtime;

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include <eddy/io/pipe.hpp>
-#include <eddy/io/sleep.hpp>
+#include <eddy/time/sleep.hpp>
 #include <eddy/net/socket_addr.hpp>
 #include <eddy/net/tcp_listener.hpp>
 #include <eddy/net/tcp_stream.hpp>
@@ -37,7 +37,7 @@
 #include <eddy/runtime/yield_now.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/net_helpers.hpp"
+#include "support/net_helpers.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;

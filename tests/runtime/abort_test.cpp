@@ -15,7 +15,7 @@
 
 #include <eddy/eddy.hpp>
 
-#include "tests/support/sync_helpers.hpp"
+#include "support/sync_helpers.hpp"
 
 using eddy::AbortHandle;
 using eddy::Event;

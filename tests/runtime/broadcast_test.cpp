@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include <eddy/runtime/broadcast.hpp>
+#include <eddy/sync/broadcast.hpp>
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/spawn.hpp>
@@ -29,10 +29,10 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/counted.hpp"
-#include "tests/support/off_worker.hpp"
-#include "tests/support/sync_helpers.hpp"
-#include "tests/support/waiting.hpp"
+#include "support/counted.hpp"
+#include "support/off_worker.hpp"
+#include "support/sync_helpers.hpp"
+#include "support/waiting.hpp"
 
 using eddy::JoinHandle;
 using eddy::Runtime;

@@ -7,7 +7,7 @@
 // capacity-2 and capacity-4 variants make the full deque and the owner/thief race on the
 // last item (the `t == b` case of the header's analysis) happen on most operations.
 // tests/stress/deque_stress_test.cpp repeats the threaded cases with more rounds.
-#include "runtime/chase_lev_deque.hpp"
+#include "chase_lev_deque.hpp"
 
 #include <doctest/doctest.h>
 

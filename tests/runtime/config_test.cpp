@@ -34,9 +34,9 @@
 
 #include <eddy/eddy.hpp>
 
-#include "runtime/settings.hpp"
-#include "tests/support/scoped_env.hpp"
-#include "tests/support/stderr_capture.hpp"
+#include "settings.hpp"
+#include "support/scoped_env.hpp"
+#include "support/stderr_capture.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;

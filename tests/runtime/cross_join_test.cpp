@@ -24,8 +24,8 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/counted.hpp"
-#include "tests/support/waiting.hpp"
+#include "support/counted.hpp"
+#include "support/waiting.hpp"
 
 using eddy::JoinHandle;
 using eddy::Runtime;

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include <eddy/runtime/event.hpp>
+#include <eddy/sync/event.hpp>
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/spawn.hpp>
@@ -18,8 +18,8 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/sync_helpers.hpp"
-#include "tests/support/waiting.hpp"
+#include "support/sync_helpers.hpp"
+#include "support/waiting.hpp"
 
 using eddy::Event;
 using eddy::JoinHandle;

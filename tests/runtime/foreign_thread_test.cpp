@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include <eddy/runtime/channel.hpp>
+#include <eddy/sync/channel.hpp>
 #include <eddy/runtime/join_handle.hpp>
-#include <eddy/runtime/oneshot.hpp>
+#include <eddy/sync/oneshot.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/when_all.hpp>
 #include <eddy/tasks/task.hpp>

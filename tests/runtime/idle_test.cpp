@@ -5,7 +5,7 @@
 // search; 3: the last searcher to find work reports it; 4: the last searcher to park reports
 // it) is checked as an exact sequence of counts. The concurrent use is exercised by the
 // runtime tests.
-#include "runtime/idle.hpp"
+#include "idle.hpp"
 
 #include <doctest/doctest.h>
 

@@ -7,7 +7,7 @@
 // Order is promised per producer only (moodycamel's guarantee), so no test relies on order
 // across producers. The multi-producer multi-consumer case checks that every item arrives
 // exactly once, and that each consumer sees each producer's items in push order.
-#include "runtime/inject_queue.hpp"
+#include "inject_queue.hpp"
 
 #include <doctest/doctest.h>
 

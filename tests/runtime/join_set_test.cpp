@@ -16,7 +16,7 @@
 
 #include <eddy/eddy.hpp>
 
-#include "tests/support/sync_helpers.hpp"
+#include "support/sync_helpers.hpp"
 
 using eddy::Event;
 using eddy::JoinSet;

@@ -11,15 +11,15 @@
 #include <vector>
 
 #include <eddy/runtime/join_handle.hpp>
-#include <eddy/runtime/latch.hpp>
+#include <eddy/sync/latch.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/spawn.hpp>
 #include <eddy/tasks/cancellation.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/sync_helpers.hpp"
-#include "tests/support/waiting.hpp"
+#include "support/sync_helpers.hpp"
+#include "support/waiting.hpp"
 
 using eddy::JoinHandle;
 using eddy::Latch;

@@ -8,7 +8,7 @@
 #include <optional>
 #include <thread>
 
-#include <eddy/runtime/channel.hpp>
+#include <eddy/sync/channel.hpp>
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/metrics.hpp>
 #include <eddy/runtime/runtime.hpp>
@@ -16,7 +16,7 @@
 #include <eddy/runtime/this_worker.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/waiting.hpp"
+#include "support/waiting.hpp"
 
 using eddy::Channel;
 using eddy::JoinHandle;

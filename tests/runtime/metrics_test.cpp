@@ -15,7 +15,7 @@
 
 #include <eddy/eddy.hpp>
 
-#include "tests/support/waiting.hpp"
+#include "support/waiting.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;

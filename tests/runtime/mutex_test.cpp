@@ -11,7 +11,7 @@
 #include <vector>
 
 #include <eddy/runtime/join_handle.hpp>
-#include <eddy/runtime/mutex.hpp>
+#include <eddy/sync/mutex.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/spawn.hpp>
 #include <eddy/runtime/yield_now.hpp>
@@ -19,8 +19,8 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/sync_helpers.hpp"
-#include "tests/support/waiting.hpp"
+#include "support/sync_helpers.hpp"
+#include "support/waiting.hpp"
 
 using eddy::JoinHandle;
 using eddy::Mutex;

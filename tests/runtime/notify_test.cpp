@@ -18,7 +18,7 @@
 #include <vector>
 
 #include <eddy/runtime/join_handle.hpp>
-#include <eddy/runtime/notify.hpp>
+#include <eddy/sync/notify.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/spawn.hpp>
 #include <eddy/runtime/yield_now.hpp>
@@ -26,11 +26,11 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/counted.hpp"
-#include "tests/support/notify_probe.hpp"
-#include "tests/support/off_worker.hpp"
-#include "tests/support/sync_helpers.hpp"
-#include "tests/support/waiting.hpp"
+#include "support/counted.hpp"
+#include "support/notify_probe.hpp"
+#include "support/off_worker.hpp"
+#include "support/sync_helpers.hpp"
+#include "support/waiting.hpp"
 
 using eddy::JoinHandle;
 using eddy::Notify;

@@ -6,7 +6,7 @@
 // happens-before the return of the park() it wakes, which is the Parker's whole contract.
 // Parkers are declared before the threads that use them and outlive their joins: unpark()
 // may still be inside notify_one after the parked thread has returned.
-#include "runtime/parker.hpp"
+#include "parker.hpp"
 
 #include <doctest/doctest.h>
 

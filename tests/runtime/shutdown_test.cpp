@@ -27,11 +27,11 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "runtime/scheduler.hpp"
-#include "runtime/worker.hpp"
+#include "scheduler.hpp"
+#include "worker.hpp"
 
-#include "tests/support/counted.hpp"
-#include "tests/support/waiting.hpp"
+#include "support/counted.hpp"
+#include "support/waiting.hpp"
 
 using eddy::JoinHandle;
 using eddy::Runtime;

@@ -22,8 +22,8 @@
 #include <eddy/runtime/yield_now.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/scoped_env.hpp"
-#include "tests/support/stderr_capture.hpp"
+#include "support/scoped_env.hpp"
+#include "support/stderr_capture.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;

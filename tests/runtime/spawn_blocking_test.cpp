@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include <eddy/io/sleep.hpp>
+#include <eddy/time/sleep.hpp>
 #include <eddy/runtime/config.hpp>
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/metrics.hpp>
@@ -26,8 +26,8 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/scoped_env.hpp"
-#include "tests/support/stderr_capture.hpp"
+#include "support/scoped_env.hpp"
+#include "support/stderr_capture.hpp"
 
 using eddy::JoinHandle;
 using eddy::Runtime;

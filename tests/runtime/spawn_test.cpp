@@ -32,12 +32,12 @@
 #include <eddy/tasks/task.hpp>
 
 // White-box: lets a task see that shutdown has begun (Scheduler::stopping()).
-#include "runtime/scheduler.hpp"
-#include "runtime/worker.hpp"
+#include "scheduler.hpp"
+#include "worker.hpp"
 
-#include "tests/support/counted.hpp"
-#include "tests/support/waiting.hpp"
-#include "tests/support/stderr_capture.hpp"
+#include "support/counted.hpp"
+#include "support/waiting.hpp"
+#include "support/stderr_capture.hpp"
 
 using eddy::JoinHandle;
 using eddy::Runtime;

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include <eddy/runtime/join_handle.hpp>
-#include <eddy/runtime/notify.hpp>
+#include <eddy/sync/notify.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/spawn.hpp>
 #include <eddy/runtime/when_all.hpp>

@@ -21,16 +21,16 @@
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/spawn.hpp>
-#include <eddy/runtime/watch.hpp>
+#include <eddy/sync/watch.hpp>
 #include <eddy/runtime/yield_now.hpp>
 #include <eddy/tasks/cancellation.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/counted.hpp"
-#include "tests/support/off_worker.hpp"
-#include "tests/support/sync_helpers.hpp"
-#include "tests/support/waiting.hpp"
+#include "support/counted.hpp"
+#include "support/off_worker.hpp"
+#include "support/sync_helpers.hpp"
+#include "support/waiting.hpp"
 
 using eddy::JoinHandle;
 using eddy::Runtime;

@@ -19,7 +19,7 @@
 #include <variant>
 #include <vector>
 
-#include <eddy/io/sleep.hpp>
+#include <eddy/time/sleep.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/this_worker.hpp>
 #include <eddy/runtime/when_all.hpp>
@@ -28,9 +28,9 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/counted.hpp"
-#include "tests/support/sleeper.hpp"
-#include "tests/support/waiting.hpp"
+#include "support/counted.hpp"
+#include "support/sleeper.hpp"
+#include "support/waiting.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;

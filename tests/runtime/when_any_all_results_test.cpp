@@ -19,9 +19,9 @@
 #include <eddy/eddy.hpp>
 #include <eddy/runtime/when_any_all_results.hpp>
 
-#include "tests/support/counted.hpp"
-#include "tests/support/net_helpers.hpp"
-#include "tests/support/sleeper.hpp"
+#include "support/counted.hpp"
+#include "support/net_helpers.hpp"
+#include "support/sleeper.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;

@@ -14,7 +14,7 @@
 #include <variant>
 #include <vector>
 
-#include <eddy/io/sleep.hpp>
+#include <eddy/time/sleep.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/when_all.hpp>
 #include <eddy/runtime/when_any.hpp>
@@ -22,9 +22,9 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/counted.hpp"
-#include "tests/support/net_helpers.hpp"
-#include "tests/support/sleeper.hpp"
+#include "support/counted.hpp"
+#include "support/net_helpers.hpp"
+#include "support/sleeper.hpp"
 
 using eddy::OperationCancelled;
 using eddy::Runtime;

@@ -11,8 +11,8 @@
 
 #include <eddy/runtime/runtime.hpp>
 
-#include "runtime/worker_count.hpp"
-#include "tests/support/scoped_env.hpp"
+#include "worker_count.hpp"
+#include "support/scoped_env.hpp"
 
 namespace {
 

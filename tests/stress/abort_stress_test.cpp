@@ -13,9 +13,9 @@
 // and LeakSanitizer watch the rest.
 #include <eddy/eddy.hpp>
 
-#include "tests/support/counted.hpp"
-#include "tests/support/stress_rounds.hpp"
-#include "tests/support/tsan.hpp"
+#include "support/counted.hpp"
+#include "support/stress_rounds.hpp"
+#include "support/tsan.hpp"
 
 #include <doctest/doctest.h>
 

@@ -20,7 +20,7 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/stress_env.hpp"
+#include "support/stress_env.hpp"
 
 using eddy::JoinHandle;
 using eddy::Runtime;

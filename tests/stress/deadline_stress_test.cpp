@@ -22,8 +22,8 @@
 
 #include <eddy/eddy.hpp>
 
-#include "tests/support/net_helpers.hpp"
-#include "tests/support/stress_env.hpp"
+#include "support/net_helpers.hpp"
+#include "support/stress_env.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;

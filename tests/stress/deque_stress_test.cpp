@@ -16,7 +16,7 @@
 //     so every deque has an owner and concurrent thieves at once.
 // Capacities 2 and 4 make the full and last-item paths happen on most operations; 256 is
 // the production size. Sizes are chosen to stay well under 20 s in a TSan build on 2 cores.
-#include "runtime/chase_lev_deque.hpp"
+#include "chase_lev_deque.hpp"
 
 #include <doctest/doctest.h>
 

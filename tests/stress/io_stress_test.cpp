@@ -44,7 +44,7 @@
 #include <eddy/io/file_descriptor.hpp>
 #include <eddy/io/pipe.hpp>
 #include <eddy/io/read_write.hpp>
-#include <eddy/io/sleep.hpp>
+#include <eddy/time/sleep.hpp>
 #include <eddy/net/socket_addr.hpp>
 #include <eddy/net/tcp_listener.hpp>
 #include <eddy/net/tcp_stream.hpp>
@@ -56,10 +56,10 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/counted.hpp"
-#include "tests/support/io_helpers.hpp"
-#include "tests/support/stress_env.hpp"
-#include "tests/support/watchdog.hpp"
+#include "support/counted.hpp"
+#include "support/io_helpers.hpp"
+#include "support/stress_env.hpp"
+#include "support/watchdog.hpp"
 
 #include <doctest/doctest.h>
 

@@ -18,13 +18,13 @@
 #include <vector>
 
 #include <eddy/io/readiness.hpp>
-#include <eddy/io/with_timeout.hpp>
+#include <eddy/time/with_timeout.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/when_all.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/stress_env.hpp"
+#include "support/stress_env.hpp"
 
 using eddy::Runtime;
 using eddy::RuntimeConfig;

@@ -21,9 +21,9 @@
 // EDDY_STRESS_WORKERS=W[,W...] worker counts (tests/support/stress_env.hpp).
 #include <eddy/eddy.hpp>
 
-#include "tests/support/counted.hpp"
-#include "tests/support/stress_env.hpp"
-#include "tests/support/watchdog.hpp"
+#include "support/counted.hpp"
+#include "support/stress_env.hpp"
+#include "support/watchdog.hpp"
 
 #include <doctest/doctest.h>
 

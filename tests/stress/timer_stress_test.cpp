@@ -2,7 +2,7 @@
 // ten thousand, stopped at random from tasks and from a plain thread while their deadlines
 // come due, on 1, 2 and 4 workers (EDDY_STRESS_WORKERS overrides), a fresh Runtime per round.
 //
-// What the per-worker timer queues (io/timer_queue.hpp, io/timer_wheel.hpp) must keep:
+// What the per-worker timer queues (io/time/timer_queue.hpp, io/time/timer_wheel.hpp) must keep:
 //  - never early: a sleep that completes, and a with_timeout that throws TimedOut, do so no
 //    sooner than their deadline;
 //  - every outcome accounted for: each with_timeout gives its task's value, TimedOut or

@@ -24,7 +24,7 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/waiting.hpp"
+#include "support/waiting.hpp"
 
 namespace eddy::test {
 

@@ -15,7 +15,7 @@
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/net_helpers.hpp"
+#include "support/net_helpers.hpp"
 
 namespace eddy::test {
 

@@ -40,7 +40,7 @@
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/waiting.hpp"
+#include "support/waiting.hpp"
 
 namespace eddy::test {
 

@@ -8,12 +8,12 @@
 #include <utility>
 
 #include <eddy/runtime/join_handle.hpp>
-#include <eddy/runtime/notify.hpp>
+#include <eddy/sync/notify.hpp>
 #include <eddy/runtime/spawn.hpp>
 #include <eddy/runtime/yield_now.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/waiting.hpp"
+#include "support/waiting.hpp"
 
 namespace eddy::test {
 

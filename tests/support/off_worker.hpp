@@ -6,7 +6,7 @@
 
 #include <eddy/tasks/errors.hpp>
 
-#include "tests/support/waiting.hpp"
+#include "support/waiting.hpp"
 
 namespace eddy::test {
 

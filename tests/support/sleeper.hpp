@@ -7,11 +7,11 @@
 #include <stop_token>
 #include <type_traits>
 
-#include <eddy/io/sleep.hpp>
+#include <eddy/time/sleep.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/counted.hpp"
+#include "support/counted.hpp"
 
 namespace eddy::test {
 

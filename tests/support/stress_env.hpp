@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/support/tsan.hpp"
+#include "support/tsan.hpp"
 
 namespace eddy::test {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include <eddy/runtime/event.hpp>
+#include <eddy/sync/event.hpp>
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/yield_now.hpp>
 #include <eddy/tasks/errors.hpp>

@@ -18,7 +18,7 @@
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
-#include "tests/support/counted.hpp"
+#include "support/counted.hpp"
 
 using eddy::Task;
 using eddy::test::Counted;

@@ -26,9 +26,9 @@
 #include <eddy/tls/error.hpp>
 #include <eddy/tls/stream.hpp>
 
-#include "tests/support/child_process.hpp"
-#include "tests/support/net_helpers.hpp"
-#include "tests/tls/tls_helpers.hpp"
+#include "support/child_process.hpp"
+#include "support/net_helpers.hpp"
+#include "tls/tls_helpers.hpp"
 
 using namespace eddy::test::tls;  // the helpers of this folder
 using eddy::test::child::ChildProcess;

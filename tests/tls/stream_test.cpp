@@ -18,7 +18,7 @@
 #include <system_error>
 #include <utility>
 
-#include <eddy/io/with_timeout.hpp>
+#include <eddy/time/with_timeout.hpp>
 #include <eddy/net/tcp_listener.hpp>
 #include <eddy/net/tcp_stream.hpp>
 #include <eddy/runtime/join_handle.hpp>
@@ -31,9 +31,9 @@
 #include <eddy/tls/error.hpp>
 #include <eddy/tls/stream.hpp>
 
-#include "tests/support/net_helpers.hpp"
-#include "tests/support/sync_helpers.hpp"
-#include "tests/tls/tls_helpers.hpp"
+#include "support/net_helpers.hpp"
+#include "support/sync_helpers.hpp"
+#include "tls/tls_helpers.hpp"
 
 using namespace eddy::test::tls;  // the helpers of this folder
 using eddy::test::bytes;

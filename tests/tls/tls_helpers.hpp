@@ -26,8 +26,8 @@
 #include <eddy/tls/error.hpp>
 #include <eddy/tls/stream.hpp>
 
-#include "tests/support/child_process.hpp"
-#include "tests/support/net_helpers.hpp"
+#include "support/child_process.hpp"
+#include "support/net_helpers.hpp"
 
 namespace eddy::test::tls {
 

@@ -47,7 +47,7 @@
 
 #include <eddy/runtime/abort_handle.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>
-#include <eddy/runtime/detail/spin_lock.hpp>
+#include <eddy/tasks/detail/spin_lock.hpp>
 #include <eddy/runtime/detail/wait_queue.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/awaitable.hpp>

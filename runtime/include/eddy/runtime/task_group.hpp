@@ -51,7 +51,7 @@
 #include <type_traits>
 
 #include <eddy/runtime/detail/scheduler_api.hpp>
-#include <eddy/runtime/detail/spin_lock.hpp>
+#include <eddy/tasks/detail/spin_lock.hpp>
 #include <eddy/tasks/cancellation.hpp>
 #include <eddy/tasks/awaitable.hpp>
 #include <eddy/tasks/errors.hpp>

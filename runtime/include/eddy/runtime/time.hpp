@@ -17,7 +17,7 @@
 //!           milliseconds, deterministically.
 //!   manual: virtual, moved by advance() only (a test that controls every step).
 //! Every timer of the runtime runs on it: sleep, sleep_until, with_timeout, with_deadline (as
-//! a with_timeout: eddy/io/with_deadline.hpp),
+//! a with_timeout: eddy/time/with_deadline.hpp),
 //! Interval, and what is built on them. Deadlines are steady_clock time points either way.
 //!
 //! # Quiet, and what auto-advance does with I/O

@@ -103,7 +103,7 @@ Task<std::variant<detail::any_value_t<Ts>...>> when_any(Task<Ts>... tasks) {
 
 /// when_any of any awaitables (eddy/tasks/awaitable.hpp), Tasks among them: each that is not
 /// a Task runs as one of its own (a coroutine frame). (An operation raced against a sleep is
-/// cheaper: eddy/io/race_sleep.hpp.)
+/// cheaper: eddy/time/race_sleep.hpp.)
 template <class... As>
     requires(sizeof...(As) > 0 && (Awaitable<As> && ...) && (detail::NonTaskAwaitable<As> || ...))
 auto when_any(As&&... as) {

@@ -47,7 +47,7 @@
 
 #include <eddy/runtime/detail/coop_budget.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>
-#include <eddy/runtime/detail/spin_lock.hpp>
+#include <eddy/tasks/detail/spin_lock.hpp>
 #include <eddy/tasks/detail/promise.hpp>
 #include <eddy/tasks/errors.hpp>
 

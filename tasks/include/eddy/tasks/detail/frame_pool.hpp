@@ -9,7 +9,7 @@
 //
 // Switch: the meson option `frame_pool` (<eddy/tasks/pool_config.hpp>, EDDY_FRAME_POOL).
 // Off, every frame comes from ::operator new as before. The implementation lives in
-// runtime/frame_pool.cpp (the one link-time reference from tasks/ upwards; eddy is always
+// tasks/frame_pool.cpp (the one link-time reference from tasks/ upwards; eddy is always
 // linked as a whole).
 //
 // # Shape

@@ -33,7 +33,7 @@ struct TaskLocals {
 /// set by eddy::coop::unconstrained, exempts the tasks under it from the cooperative budget
 /// (eddy/runtime/coop.hpp); `locals`, the task-local values bound above it
 /// (eddy/tasks/task_local.hpp); `deadline_ns`, the deadline set by eddy::with_deadline
-/// (eddy/io/with_deadline.hpp), which every I/O operation under it carries into the kernel.
+/// (eddy/time/with_deadline.hpp), which every I/O operation under it carries into the kernel.
 /// A scope nested under another (a combinator's, a task-local binding's) inherits all three
 /// with inherit().
 struct TaskCancellation {

@@ -1,0 +1,38 @@
+// io/fs/file.cpp
+#include <eddy/fs/file.hpp>
+
+#include "net/socket_util.hpp"
+
+#include <sys/stat.h>
+
+namespace eddy::fs {
+
+Task<File> File::open(std::string path, int flags, mode_t mode) {
+    const std::size_t fd = co_await detail::IoAwaiter({.kind = detail::IoKind::kOpenAt,
+                                                       .fd = AT_FDCWD,
+                                                       .addr = path.data(),
+                                                       .len = mode,
+                                                       .flags = static_cast<std::uint32_t>(flags | O_CLOEXEC)},
+                                                      "eddy::fs::File::open");
+    co_return File(io::FileDescriptor(static_cast<int>(fd)));
+}
+
+Task<void> File::write_all_at(std::span<const std::byte> data, std::uint64_t offset) {
+    while (!data.empty()) {
+        const std::size_t n = co_await write_at(data, offset);
+        data = data.subspan(n);
+        offset += n;
+    }
+}
+
+Task<void> File::fsync() {
+    co_await detail::IoAwaiter({.kind = detail::IoKind::kFsync, .fd = fd_.get()}, "eddy::fs::File::fsync");
+}
+
+std::uint64_t File::size() const {
+    struct stat st {};
+    if (::fstat(fd_.get(), &st) != 0) detail::throw_errno("eddy::fs::File::size");
+    return static_cast<std::uint64_t>(st.st_size);
+}
+
+} // namespace eddy::fs

@@ -1,0 +1,246 @@
+// eddy/net/detail/socket_io.hpp: readiness-based socket I/O, the path of TcpStream and
+// TcpListener. Not for users: no stability promise.
+//
+// # Why readiness, not one io_uring operation per read
+// A read that finds no data used to become an io_uring recv on the reactor thread: a post
+// to its inbox, an eventfd write to wake it, a submission, and the completion back through
+// the injection queue. Now a socket that has to wait gets one multishot poll in the ring,
+// armed once for its life (PollState, io/reactor/poll_state.hpp). An operation tries the socket on
+// the worker (recv/send with MSG_DONTWAIT, accept4 on a non-blocking listener); only when
+// that would block does it queue itself on the socket's PollState, which costs a spin lock
+// and no system call. When the kernel reports the socket ready, the reactor takes the
+// waiters off and queues each one's retry (a Runnable, scheduler_api.hpp) on the workers,
+// which tries again and resumes the task once the operation settled. Nothing goes from a
+// worker to the reactor in the steady state. (The figures are in the README.)
+//
+// # Readiness words, one per direction (PollState::word)
+//   tick << 1 | ready. The reactor bumps the tick and sets `ready` for every event of that
+//   direction; an operation that found the socket not ready clears `ready` (under the lock,
+//   and only if the word is still the one it read before trying: a newer event means "try
+//   again"). A read that returned less than it asked for clears it too (the socket is very
+//   probably empty; if it is not, an event is on its way). So an idle socket costs no
+//   failed recv, and no event between an attempt and the queuing is ever lost.
+//
+// # Cancellation, closing, lifetime
+//   A cancel (the call's token or the task's) takes a queued waiter off and resumes its
+//   task with ECANCELED; nothing is in the kernel's hands, so nothing is lost. close() wakes
+//   every waiter (a read then returns 0, an accept fails with EINVAL, a write with EPIPE).
+//   The PollState owns a reference count: the socket object, every waiting awaiter, the
+//   armed poll and each node on its way to the reactor hold one; the descriptor is closed
+//   when the last goes, so a retry running on another worker never uses a closed (or
+//   reused) descriptor number.
+//
+// # Across runtimes
+//   A socket may be used by tasks of several runtimes, one after the other or at once: each
+//   operation resumes on the runtime of the task that awaits it, and the state moves to the
+//   runtime that waits when its poll is idle, including after the runtime it was bound to
+//   was shut down or destroyed (io/reactor/poll_state.hpp, "Runtimes").
+//
+// # Under a deadline (eddy::with_deadline)
+//   A multishot poll cannot carry a linked timeout, and the shared one serves every waiter of
+//   the socket. So an operation whose task has a deadline, and that has to wait, does not
+//   queue on the PollState: it submits a one-shot IORING_OP_POLL_ADD of its own direction,
+//   linked to an IORING_OP_LINK_TIMEOUT on the deadline (io/reactor/link_timeout.cpp), and tries
+//   again on a worker when the poll completes, until it settles or the kernel cancels the
+//   poll at the deadline (eddy::TimedOut). That keeps the operation itself on the worker
+//   (no buffer handed to the kernel, the same attempt code and the same results) and is
+//   one readiness poll per wait, which the caller chose by asking for a deadline. It holds
+//   a PollState reference like any waiter, so the descriptor stays open meanwhile.
+//   Cancellation cancels the poll in the kernel (OperationCancelled). close() from another
+//   task ends a read or an accept at once (SHUT_RD makes the socket readable); a write that
+//   waits for room under a deadline sees the close only at its next attempt, at the latest
+//   at the deadline. Without a deadline nothing changes: the check is one branch on the
+//   path that waits, and the fast path does not look at it (io/net/socket_deadline.cpp).
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cassert>
+#include <cerrno>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stop_token>
+#include <utility>
+
+#include <eddy/io/file_descriptor.hpp>
+#include <eddy/runtime/detail/coop_budget.hpp>
+#include <eddy/runtime/detail/scheduler_api.hpp>
+#include <eddy/tasks/detail/promise.hpp>
+
+namespace eddy::detail {
+
+class PollState;
+class Reactor;
+class SocketAwaiter;
+class SocketDeadlineWait;
+/// Frees a socket operation's wait under a deadline (nullptr: nothing), once its poll is over.
+void end_deadline_wait(SocketDeadlineWait* w) noexcept;
+
+/// A socket's descriptor and, from its first wait on, its PollState. Owned by the socket
+/// types; move-only; closes on destruction.
+class SocketIo {
+public:
+    SocketIo() noexcept = default;
+    explicit SocketIo(io::FileDescriptor fd) noexcept : fd_(fd.release()) {}
+    SocketIo(SocketIo&& other) noexcept
+        : fd_(std::exchange(other.fd_, -1)), state_(other.state_.exchange(nullptr, std::memory_order_acq_rel)) {}
+    SocketIo& operator=(SocketIo&& other) noexcept {
+        if (this != &other) {
+            release();
+            fd_ = std::exchange(other.fd_, -1);
+            state_.store(other.state_.exchange(nullptr, std::memory_order_acq_rel), std::memory_order_release);
+        }
+        return *this;
+    }
+    SocketIo(const SocketIo&) = delete;
+    SocketIo& operator=(const SocketIo&) = delete;
+    ~SocketIo() { release(); }
+
+    /// The descriptor, -1 once closed.
+    int fd() const noexcept { return fd_; }
+    /// Closes now: shutdown(SHUT_RD) first, so that a read pending in another task returns
+    /// 0 and an accept fails with EINVAL; a pending write fails with EPIPE. The descriptor
+    /// itself is closed at once, or, while the reactor or a retry still uses it, as soon as
+    /// they let go (its number is not reused before). std::system_error from close(2).
+    void close();
+
+private:
+    friend class SocketAwaiter;
+    void release() noexcept;  // close, ignoring errors
+    int fd_ = -1;
+    // Installed by the first operation that has to wait, with a CAS: two tasks whose first
+    // operations on the socket wait at the same moment (two accepts, a read and a write)
+    // must share one state and one poll. Release on install, acquire on load: the state's
+    // construction is published with it.
+    std::atomic<PollState*> state_{nullptr};
+};
+
+/// The awaiter of one socket operation. `co_await` gives the count (recv, send) or the new
+/// descriptor (accept); errors throw std::system_error with the errno, cancellation
+/// eddy::OperationCancelled. Movable until first awaited, never after.
+class SocketAwaiter : private Runnable {
+public:
+    /// Points into the caller's socket and buffer: awaited in place, never spawned
+    /// (eddy/tasks/awaitable.hpp).
+    using borrows_operands = void;
+    /// kSendAll sends until all `len` bytes are out (waiting whenever the socket is full),
+    /// and gives `len`; the others give what one call did. kRecvMsg/kSendMsg are one
+    /// recvmsg(2)/sendmsg(2) (vectored I/O, datagrams with addresses, ancillary data).
+    enum class Op : std::uint8_t { kRecv, kSend, kSendAll, kAccept, kRecvMsg, kSendMsg };
+
+    /// kRecv/kSend/kSendAll: `buf`, `len`. kAccept: `buf` a sockaddr* (or null), `addrlen`
+    /// its length. kRecvMsg/kSendMsg: `buf` a msghdr* (its buffers, name and control live
+    /// until the co_await returns; recvmsg fills in its msg_flags, e.g. MSG_TRUNC), `len`
+    /// unused.
+    SocketAwaiter(SocketIo& io, Op op, void* buf, std::size_t len, const char* what, std::stop_token token = {},
+                  socklen_t* addrlen = nullptr) noexcept
+        : Runnable{&SocketAwaiter::retry}, io_(&io), buf_(buf), len_(len), addrlen_(addrlen), what_(what), op_(op), token_(std::move(token)) {}
+    /// Movable until first awaited, like a Rust future before its first poll: the operation
+    /// and the token go along; `o` never tried nor waited, so its destructor does nothing.
+    SocketAwaiter(SocketAwaiter&& o) noexcept : SocketAwaiter(std::move(o), o.buf_) {}
+    SocketAwaiter(const SocketAwaiter&) = delete;
+    SocketAwaiter& operator=(const SocketAwaiter&) = delete;
+    ~SocketAwaiter() {
+        if (state_ != nullptr || (op_ == Op::kAccept && !delivered_ && result_ >= 0 && tried_)) finish();
+    }
+
+    bool await_ready() const noexcept { return false; }
+    /// Task dumps: "eddy::TcpStream::read fd 9".
+    void dump_wait(DumpWait& d) const {
+        d.text(what_);
+        d.text(" fd ");
+        d.number(io_->fd());
+    }
+    /// Does not suspend when the operation settles at once (or the call's token or the
+    /// task's cancellation is stopped already: ECANCELED).
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) {
+        // What settles at once spends a unit of the cooperative budget (eddy/runtime/coop.hpp).
+        return suspend(h, cancellation_scope_of(h)) || coop_yield(h);
+    }
+    std::size_t await_resume();
+
+protected:
+    /// The move, with `buf` for the new object: a buffer inside the awaiter itself (a
+    /// VectoredAwaiter's msghdr) is found at its new place.
+    SocketAwaiter(SocketAwaiter&& o, void* buf) noexcept
+        : Runnable{&SocketAwaiter::retry}, io_(o.io_), buf_(buf), len_(o.len_), addrlen_(o.addrlen_), what_(o.what_), op_(o.op_),
+          token_(std::move(o.token_)) {
+        assert(!o.tried_ && !o.frame_ && o.result_ == 0 && !o.delivered_ && "eddy: a socket awaiter moved after it was awaited");
+    }
+
+private:
+    friend class PollState;
+    friend class SocketDeadlineWait;
+    struct CancelWait {
+        SocketAwaiter* self;
+        void operator()() const noexcept;
+    };
+
+    bool suspend(std::coroutine_handle<> h, const TaskCancellation* scope);
+    /// Under a deadline: waits on a poll of its own (io/net/socket_deadline.cpp); as suspend().
+    bool wait_with_deadline(std::int64_t deadline_ns, StopState* task);
+    /// One attempt on the worker; false when it would block (then result_ is -EAGAIN).
+    bool attempt() noexcept;
+    /// Tries and, while the socket is not ready, queues itself. True: settled (result_ set);
+    /// false: queued, and the caller must touch nothing of this awaiter any more.
+    bool settle_or_wait() noexcept;
+    static void retry(Runnable* r) noexcept;
+    /// A read or a write that moved less than asked (kSendAll never settles short). Not for
+    /// the message operations: a short datagram says nothing about what else is queued.
+    bool short_transfer() const noexcept {
+        return result_ >= 0 && (op_ == Op::kRecv || op_ == Op::kSend) && static_cast<std::size_t>(result_) < len_;
+    }
+    void finish() noexcept;  // leaves the PollState (destructor), closes an unclaimed accept
+
+    SocketIo* io_;
+    void* buf_;
+    std::size_t len_;
+    std::size_t done_ = 0;  // kSendAll: bytes sent so far
+    socklen_t* addrlen_;
+    const char* what_;
+    PollState* state_ = nullptr;  // set by the first wait: holds a reference
+    // Set by the first wait: the reactor of the runtime this operation runs on, where its
+    // retries and its resumption are queued whatever runtime the state is bound to
+    // (io/reactor/poll_state.hpp, "Runtimes"). Read by the state under its lock once queued.
+    Reactor* home_ = nullptr;
+    SocketDeadlineWait* deadline_wait_ = nullptr;  // owned: a wait under a deadline
+    std::coroutine_handle<> frame_{};
+    std::int64_t result_ = 0;
+    // Guarded by the PollState's lock: queued on it; cancelled by a stop callback.
+    SocketAwaiter* prev_ = nullptr;
+    SocketAwaiter* next_ = nullptr;
+    bool linked_ = false;
+    bool cancelled_ = false;
+    const Op op_;
+    bool tried_ = false;      // an attempt ran (result_ is meaningful)
+    bool delivered_ = false;  // await_resume took the result
+    std::stop_token token_;
+    // Destroyed first: a callback's destructor waits for a cancel running on another thread.
+    std::optional<std::stop_callback<CancelWait>> own_cancel_;
+    StopCallback<CancelWait> task_cancel_;
+};
+
+/// One recvmsg/sendmsg over an iovec array (TcpStream::read_vectored, write_vectored): the
+/// msghdr lives in the awaiter, where the operation's buffer pointer points.
+class VectoredAwaiter : public SocketAwaiter {
+public:
+    VectoredAwaiter(SocketIo& io, bool write, const iovec* iov, std::size_t count, const char* what,
+                    std::stop_token token) noexcept
+        : SocketAwaiter(io, write ? Op::kSendMsg : Op::kRecvMsg, &msg_, 0, what, std::move(token)) {
+        msg_.msg_iov = const_cast<iovec*>(iov);
+        msg_.msg_iovlen = count;
+    }
+    /// Movable until first awaited (SocketAwaiter asserts it); the operation points at the
+    /// new object's msghdr.
+    VectoredAwaiter(VectoredAwaiter&& o) noexcept : SocketAwaiter(std::move(o), &msg_), msg_(o.msg_) {}
+
+private:
+    msghdr msg_{};
+};
+
+} // namespace eddy::detail

@@ -1,0 +1,59 @@
+// eddy/net/detail/socket_stream.hpp: the byte-stream half of the connected stream sockets
+// (net::TcpStream, net::UnixStream): read, write, write_all and the vectored calls on the
+// readiness path (socket_io.hpp), written once. Not for users: no stability promise.
+//
+// `Names` gives each operation the name its errors carry ("eddy::net::TcpStream::read").
+// Every call is an awaiter built in place where it is awaited: no coroutine frame.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <stop_token>
+#include <string_view>
+#include <utility>
+
+#include <eddy/net/detail/socket_io.hpp>
+#include <eddy/io/file_descriptor.hpp>
+
+namespace eddy::detail {
+
+template <class Names>
+class SocketStream {
+public:
+    /// Reads what is available, up to buf.size() bytes; 0 means end of stream.
+    [[nodiscard]] SocketAwaiter read(std::span<std::byte> buf, std::stop_token token = {}) noexcept {
+        return SocketAwaiter(io_, SocketAwaiter::Op::kRecv, buf.data(), buf.size(), Names::kRead, std::move(token));
+    }
+    /// Writes some of `data` (at least one byte unless it is empty); returns the count.
+    [[nodiscard]] SocketAwaiter write(std::span<const std::byte> data, std::stop_token token = {}) noexcept {
+        return SocketAwaiter(io_, SocketAwaiter::Op::kSend, const_cast<std::byte*>(data.data()), data.size(),
+                             Names::kWrite, std::move(token));
+    }
+    /// Writes all of `data` (waiting whenever the socket buffer is full); gives its size.
+    [[nodiscard]] SocketAwaiter write_all(std::span<const std::byte> data, std::stop_token token = {}) noexcept {
+        return SocketAwaiter(io_, SocketAwaiter::Op::kSendAll, const_cast<std::byte*>(data.data()), data.size(),
+                             Names::kWriteAll, std::move(token));
+    }
+    [[nodiscard]] SocketAwaiter write_all(std::string_view text, std::stop_token token = {}) noexcept {
+        return write_all(std::as_bytes(std::span(text)), std::move(token));
+    }
+    /// One recvmsg(2) into several buffers, in order; 0 at end of stream. The iovecs and
+    /// their buffers stay valid until the co_await returns.
+    [[nodiscard]] VectoredAwaiter read_vectored(std::span<const iovec> bufs, std::stop_token token = {}) noexcept {
+        return VectoredAwaiter(io_, false, bufs.data(), bufs.size(), Names::kReadVectored, std::move(token));
+    }
+    /// One sendmsg(2) of several buffers, in order; gives the count written (may be short).
+    [[nodiscard]] VectoredAwaiter write_vectored(std::span<const iovec> bufs, std::stop_token token = {}) noexcept {
+        return VectoredAwaiter(io_, true, bufs.data(), bufs.size(), Names::kWriteVectored, std::move(token));
+    }
+
+    int native_handle() const noexcept { return io_.fd(); }
+
+protected:
+    SocketStream() noexcept = default;
+    explicit SocketStream(io::FileDescriptor fd) noexcept : io_(std::move(fd)) {}
+
+    SocketIo io_;
+};
+
+} // namespace eddy::detail

@@ -1,0 +1,56 @@
+// io/net/socket_util.hpp: the synchronous socket calls the socket types share.
+#pragma once
+
+#include "private.hpp"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+
+#include <eddy/io/file_descriptor.hpp>
+#include <eddy/net/socket_addr.hpp>
+
+namespace eddy::detail {
+
+/// Throws std::system_error with the current errno and `what`.
+[[noreturn]] void throw_errno(const char* what);
+/// A new close-on-exec socket of `family` and `type` (std::system_error, e.g. EMFILE).
+io::FileDescriptor new_socket(int family, int type, const char* what);
+/// getsockname (`peer` false) or getpeername (`peer` true) as an Addr with a from_native
+/// (net::SocketAddr, net::UnixAddr); std::system_error, e.g. ENOTCONN.
+template <class Addr>
+Addr socket_name(int fd, bool peer, const char* what) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    auto* sa = reinterpret_cast<sockaddr*>(&ss);
+    if ((peer ? ::getpeername(fd, sa, &len) : ::getsockname(fd, sa, &len)) != 0) throw_errno(what);
+    return Addr::from_native(sa, len);
+}
+inline net::SocketAddr local_address_of(int fd, const char* what) { return socket_name<net::SocketAddr>(fd, false, what); }
+inline net::SocketAddr peer_address_of(int fd, const char* what) { return socket_name<net::SocketAddr>(fd, true, what); }
+/// Closes a socket so that reads and accepts pending on it end: shutdown(SHUT_RD) first (a
+/// pending read then returns 0, a pending accept fails with EINVAL), since an operation in
+/// flight keeps the socket open in the kernel past close(2). std::system_error from close.
+void close_socket(io::FileDescriptor& fd);
+/// One buffer and an address as the msghdr of a recvmsg/sendmsg (datagrams). It points into
+/// itself, so it cannot move: declare it where the operation is awaited.
+struct OneBufferMessage {
+    iovec iov;
+    msghdr msg{};
+    OneBufferMessage(const void* data, std::size_t len, const void* name, socklen_t namelen) noexcept
+        : iov{const_cast<void*>(data), len} {
+        msg.msg_name = const_cast<void*>(name);
+        msg.msg_namelen = namelen;
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+    }
+    OneBufferMessage(const OneBufferMessage&) = delete;
+    OneBufferMessage& operator=(const OneBufferMessage&) = delete;
+};
+
+/// setsockopt / getsockopt of an int option (std::system_error).
+void set_int_option(int fd, int level, int name, int value, const char* what);
+int get_int_option(int fd, int level, int name, const char* what);
+
+} // namespace eddy::detail

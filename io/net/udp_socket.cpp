@@ -1,0 +1,48 @@
+// io/net/udp_socket.cpp
+#include <eddy/net/udp_socket.hpp>
+
+#include "net/socket_util.hpp"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <eddy/io/detail/io_awaiter.hpp>
+
+namespace eddy::net {
+
+UdpSocket UdpSocket::bind(const SocketAddr& addr) {
+    io::FileDescriptor fd = detail::new_socket(addr.family(), SOCK_DGRAM, "eddy::net::UdpSocket::bind");
+    if (::bind(fd.get(), addr.native(), addr.native_size()) != 0) detail::throw_errno("eddy::net::UdpSocket::bind");
+    return UdpSocket(std::move(fd));
+}
+
+Task<std::size_t> UdpSocket::send_to(std::span<const std::byte> data, SocketAddr to, std::stop_token token) {
+    detail::OneBufferMessage m(data.data(), data.size(), to.native(), to.native_size());
+    co_return co_await detail::IoAwaiter({.kind = detail::IoKind::kSendMsg, .fd = fd_.get(), .addr = &m.msg},
+                                         "eddy::net::UdpSocket::send_to", std::move(token));
+}
+
+Task<UdpSocket::Received> UdpSocket::recv_from(std::span<std::byte> buf, std::stop_token token) {
+    sockaddr_storage from{};
+    detail::OneBufferMessage m(buf.data(), buf.size(), &from, sizeof from);
+    const std::size_t n = co_await detail::IoAwaiter({.kind = detail::IoKind::kRecvMsg, .fd = fd_.get(), .addr = &m.msg},
+                                                     "eddy::net::UdpSocket::recv_from", std::move(token));
+    co_return Received{n, SocketAddr::from_native(reinterpret_cast<sockaddr*>(&from), m.msg.msg_namelen),
+                       (m.msg.msg_flags & MSG_TRUNC) != 0};
+}
+
+void UdpSocket::connect(const SocketAddr& peer) {
+    if (::connect(fd_.get(), peer.native(), peer.native_size()) != 0) detail::throw_errno("eddy::net::UdpSocket::connect");
+}
+
+Task<std::size_t> UdpSocket::send(std::span<const std::byte> data, std::stop_token token) {
+    detail::OneBufferMessage m(data.data(), data.size(), nullptr, 0);
+    co_return co_await detail::IoAwaiter({.kind = detail::IoKind::kSendMsg, .fd = fd_.get(), .addr = &m.msg},
+                                         "eddy::net::UdpSocket::send", std::move(token));
+}
+
+SocketAddr UdpSocket::local_address() const {
+    return detail::local_address_of(fd_.get(), "eddy::net::UdpSocket::local_address");
+}
+
+} // namespace eddy::net

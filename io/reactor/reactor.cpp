@@ -1,0 +1,573 @@
+// io/reactor/reactor.cpp: see reactor.hpp for the flow and operation.hpp for the cancel protocol.
+// Its ring's set-up and thread start are in reactor_setup.cpp; how it sleeps and is woken,
+// in reactor_sleep.cpp.
+#include "reactor/reactor.hpp"
+
+#include "reactor/poll_state.hpp"
+#include "time/timer_queue.hpp"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <eddy/runtime/detail/scheduler_api.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace eddy::detail {
+namespace {
+
+bool waits_for_write(IoKind k) noexcept {
+    return k == IoKind::kWrite || k == IoKind::kWritev || k == IoKind::kSend || k == IoKind::kSendMsg || k == IoKind::kConnect;
+}
+
+bool pollable(IoKind k) noexcept {
+    return k != IoKind::kFsync && k != IoKind::kOpenAt && k != IoKind::kPoll && k < IoKind::kStatx;  // kStatx..: paths
+}
+
+} // namespace
+
+void Reactor::shutdown() noexcept {
+    if (!thread_.joinable()) return;
+    // Release: pairs with run()'s acquire load; nothing else is handed over.
+    stop_.store(true, std::memory_order_release);
+    const std::uint64_t one = 1;
+    while (write(event_fd_, &one, sizeof one) < 0 && errno == EINTR) {
+    }
+    thread_.join();
+}
+
+void Reactor::post(ReactorNode& node) noexcept {
+    push(node);
+    wake_if_sleeping();
+}
+
+void Reactor::post_deferred(ReactorNode& node) noexcept {
+    push(node);
+    // Seq_cst: pairs with sleep_in_kernel()'s store of its sleep kind and its re-check of the
+    // inbox, like wake_if_sleeping(). An unbounded sleeper would not come back for the node
+    // by itself: wake it now (see reactor.hpp). A bounded one looks within a millisecond.
+    if (sleeping_.load(std::memory_order_seq_cst) == kSleepingUnbounded) {
+        wake_if_sleeping();
+        return;
+    }
+    // submit() runs on a worker of this reactor's runtime (current_reactor checked that).
+    DriverHost::note_driver_work();
+}
+
+void Reactor::post_any(ReactorNode& node) noexcept {
+    if (host_.current_worker_index() != DriverHost::kNotAWorker) {
+        post_deferred(node);
+    } else {
+        post(node);
+    }
+}
+
+void Reactor::flush() noexcept { wake_if_sleeping(); }
+
+void Reactor::push(ReactorNode& node) noexcept {
+    ReactorNode* head = inbox_.load(std::memory_order_relaxed);
+    do {
+        node.next = head;
+        // Seq_cst: release publishes the node to take_inbox()'s exchange; seq_cst orders
+        // the push before wake_if_sleeping()'s load (pairs with sleep_in_kernel()).
+    } while (!inbox_.compare_exchange_weak(head, &node, std::memory_order_seq_cst, std::memory_order_relaxed));
+    // From here on `node` may already be resumed and gone: only the reactor is touched.
+}
+
+void Reactor::run() noexcept {
+    while (true) {
+        take_inbox();
+        // Retries first: they may need SQEs, which reap() never takes.
+        for (ReactorNode* n = std::exchange(retry_, nullptr); n != nullptr;) {
+            ReactorNode* next = n->next;
+            auto* op = static_cast<IoOperation*>(n);
+            if (op->cancel_arrived)
+                complete(op, -ECANCELED);
+            else if (op->stage == Operation::Stage::kPolling)
+                submit_poll(op, waits_for_write(op->io));
+            else
+                start_io(op);
+            n = next;
+        }
+        reap();
+        fire_timers();
+        flush_ready();
+        publish_gauges();
+        // Acquire: pairs with shutdown()'s release store.
+        if (stop_.load(std::memory_order_acquire)) break;
+        if (retry_ != nullptr) {
+            io_uring_submit_and_get_events(&ring_);  // GETEVENTS: deferred completions run too
+            continue;
+        }
+        sleep_in_kernel();
+    }
+    drain_for_shutdown();
+}
+
+void Reactor::take_inbox() {
+    // Acquire: pairs with post()'s CAS; every node's fields are visible.
+    ReactorNode* list = inbox_.exchange(nullptr, std::memory_order_acquire);
+    // The stack holds newest first; reverse it so operations start in the order posted.
+    ReactorNode* fifo = nullptr;
+    while (list != nullptr) {
+        ReactorNode* next = list->next;
+        list->next = fifo;
+        fifo = list;
+        list = next;
+    }
+    while (fifo != nullptr) {
+        ReactorNode* next = fifo->next;
+        handle_node(fifo);
+        fifo = next;
+    }
+}
+
+void Reactor::handle_node(ReactorNode* node) {
+    switch (node->kind) {
+    case ReactorNode::Kind::kIo: {
+        stat_operations_.add();
+        auto* op = static_cast<IoOperation*>(node);
+        if (op->cancel_arrived) {
+            complete(op, -ECANCELED);
+        } else {
+            track(op);
+            start_io(op);
+        }
+        return;
+    }
+    case ReactorNode::Kind::kCancel: {
+        Operation* op = static_cast<CancelNode*>(node)->target;
+        op->cancel_arrived = true;
+        switch (op->stage) {
+        case Operation::Stage::kNew:  // the operation's own node comes later
+        case Operation::Stage::kQueued:  // on the retry list, which checks cancel_arrived
+            return;
+        case Operation::Stage::kInFlight:
+            start_cancel(op);
+            return;
+        case Operation::Stage::kPolling:
+            start_cancel(op);
+            return;
+        case Operation::Stage::kAwaitingCancel:  // completed, waiting for this very node
+            op->stage = Operation::Stage::kDone;
+            ready_.push_back(op->waiter.address());
+            return;
+        case Operation::Stage::kDone:
+            return;
+        }
+        return;
+    }
+    case ReactorNode::Kind::kPollArm:
+        arm_poll(static_cast<PollNode*>(node)->state);
+        return;
+    case ReactorNode::Kind::kPollCancel:
+        cancel_poll(static_cast<PollNode*>(node)->state);
+        return;
+    }
+}
+
+void Reactor::arm_poll(PollState* s) {
+    if (!s->begin_arm()) {  // closed before we got here
+        s->release();       // the node's reference
+        return;
+    }
+    // The node's reference is the armed poll's now, until its last completion.
+    io_uring_sqe* sqe = next_sqe();
+    io_uring_prep_poll_add(sqe, s->fd(), POLLIN | POLLOUT | POLLRDHUP | POLLPRI);
+    if (multishot_poll_) sqe->len |= IORING_POLL_ADD_MULTI;
+    io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uintptr_t>(s) | kStateBit);
+    ++pending_cqes_;
+    s->in_kernel = true;
+    s->prev_armed = nullptr;
+    s->next_armed = armed_;
+    if (armed_ != nullptr) armed_->prev_armed = s;
+    armed_ = s;
+    ++polled_;
+}
+
+void Reactor::cancel_poll(PollState* s) {
+    if (s->in_kernel) {
+        io_uring_sqe* sqe = next_sqe();
+        io_uring_prep_cancel64(sqe, reinterpret_cast<std::uintptr_t>(s) | kStateBit, 0);
+        io_uring_sqe_set_data64(sqe, kIgnoreTag);
+        ++pending_cqes_;
+    }
+    s->release();  // the node's reference
+}
+
+void Reactor::poll_event(PollState* s, std::int32_t res, bool more) {
+    if (!more) {
+        s->in_kernel = false;
+        (s->prev_armed != nullptr ? s->prev_armed->next_armed : armed_) = s->next_armed;
+        if (s->next_armed != nullptr) s->next_armed->prev_armed = s->prev_armed;
+        s->prev_armed = s->next_armed = nullptr;
+        --polled_;
+        if (res == -EINVAL && multishot_poll_) {
+            // A kernel without multishot polls (before 5.13): from now on one-shot polls,
+            // armed again by the next waiter (on_event wakes every waiter below).
+            multishot_poll_ = false;
+        }
+    }
+    s->on_event(res, more, ready_);
+    if (!more) s->release();  // the armed poll's reference
+}
+
+void Reactor::start_io(IoOperation* op) {
+    const bool linked = op->deadline_ns != kNoDeadline;
+    io_uring_sqe* sqe = linked ? next_linked_sqe() : next_sqe();
+    switch (op->io) {
+    case IoKind::kRead:
+        io_uring_prep_read(sqe, op->fd, op->addr, op->len, op->offset);
+        break;
+    case IoKind::kWrite:
+        io_uring_prep_write(sqe, op->fd, op->addr, op->len, op->offset);
+        break;
+    case IoKind::kRecv:
+        io_uring_prep_recv(sqe, op->fd, op->addr, op->len, static_cast<int>(op->op_flags));
+        break;
+    case IoKind::kSend:
+        io_uring_prep_send(sqe, op->fd, op->addr, op->len, static_cast<int>(op->op_flags | MSG_NOSIGNAL));
+        break;
+    case IoKind::kAccept:
+        io_uring_prep_accept(sqe, op->fd, static_cast<sockaddr*>(op->addr),
+                             reinterpret_cast<socklen_t*>(static_cast<std::uintptr_t>(op->offset)),
+                             static_cast<int>(op->op_flags));
+        break;
+    case IoKind::kConnect:
+        io_uring_prep_connect(sqe, op->fd, static_cast<const sockaddr*>(op->addr), op->len);
+        break;
+    case IoKind::kRecvMsg:
+        io_uring_prep_recvmsg(sqe, op->fd, static_cast<msghdr*>(op->addr), op->op_flags);
+        break;
+    case IoKind::kSendMsg:
+        io_uring_prep_sendmsg(sqe, op->fd, static_cast<const msghdr*>(op->addr), op->op_flags | MSG_NOSIGNAL);
+        break;
+    case IoKind::kFsync:
+        io_uring_prep_fsync(sqe, op->fd, op->op_flags);
+        break;
+    case IoKind::kOpenAt:
+        io_uring_prep_openat(sqe, op->fd, static_cast<const char*>(op->addr), static_cast<int>(op->op_flags),
+                             op->len);
+        break;
+    case IoKind::kPoll:
+        io_uring_prep_poll_add(sqe, op->fd, op->len);
+        break;
+    case IoKind::kReadv:
+        io_uring_prep_readv(sqe, op->fd, static_cast<const iovec*>(op->addr), op->len, op->offset);
+        break;
+    case IoKind::kWritev:
+        io_uring_prep_writev(sqe, op->fd, static_cast<const iovec*>(op->addr), op->len, op->offset);
+        break;
+    // File-system operations (eddy/fs): fd is the directory (AT_FDCWD), addr the path.
+    case IoKind::kStatx:
+        io_uring_prep_statx(sqe, op->fd, static_cast<const char*>(op->addr), static_cast<int>(op->op_flags), op->len,
+                            reinterpret_cast<struct statx*>(static_cast<std::uintptr_t>(op->offset)));
+        break;
+    case IoKind::kRenameAt:
+        io_uring_prep_renameat(sqe, op->fd, static_cast<const char*>(op->addr), op->fd,
+                               reinterpret_cast<const char*>(static_cast<std::uintptr_t>(op->offset)), op->op_flags);
+        break;
+    case IoKind::kUnlinkAt:
+        io_uring_prep_unlinkat(sqe, op->fd, static_cast<const char*>(op->addr), static_cast<int>(op->op_flags));
+        break;
+    case IoKind::kMkdirAt:
+        io_uring_prep_mkdirat(sqe, op->fd, static_cast<const char*>(op->addr), op->len);
+        break;
+    }
+    // The worker's own attempt just found the socket not ready: have the kernel wait for
+    // readiness instead of trying (and failing) once more.
+    if (op->poll_first) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
+    io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uintptr_t>(op));
+    if (linked) link_deadline(sqe, op);
+    op->stage = Operation::Stage::kInFlight;
+    ++pending_cqes_;
+}
+
+void Reactor::submit_poll(IoOperation* op, bool for_write) {
+    const bool linked = op->deadline_ns != kNoDeadline;
+    io_uring_sqe* sqe = linked ? next_linked_sqe() : next_sqe();
+    io_uring_prep_poll_add(sqe, op->fd, for_write ? POLLOUT : POLLIN);
+    io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uintptr_t>(op) | kPollBit);
+    if (linked) link_deadline(sqe, op);
+    ++pending_cqes_;
+}
+
+void Reactor::start_cancel(Operation* op) {
+    const std::uint64_t target =
+        reinterpret_cast<std::uintptr_t>(op) | (op->stage == Operation::Stage::kPolling ? kPollBit : 0);
+    io_uring_sqe* sqe = next_sqe();
+    io_uring_prep_cancel64(sqe, target, 0);
+    io_uring_sqe_set_data64(sqe, kIgnoreTag);
+    ++pending_cqes_;
+}
+
+io_uring_sqe* Reactor::next_sqe() {
+    for (;;) {
+        if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_)) {
+            stat_submissions_.add();
+            return sqe;
+        }
+        make_room();  // the SQ is full: take the slot again after
+    }
+}
+
+void Reactor::make_room() {
+    const int r = io_uring_submit(&ring_);
+    if (r == -EBUSY || r == -EAGAIN) {
+        // The kernel holds back submissions until we make room in the CQ (or it is out
+        // of memory for a moment): reap, flush any overflow backlog, retry.
+        reap();
+        io_uring_get_events(&ring_);
+        if (io_uring_cq_ready(&ring_) == 0) std::this_thread::yield();
+    } else if (r < 0 && r != -EINTR) {
+        // Not a passing condition (the ring itself is unusable): nothing in flight can
+        // complete any more, so no frame could ever be resumed or safely destroyed.
+        std::fprintf(stderr, "eddy: reactor: io_uring_submit failed: %s\n", std::strerror(-r));
+        std::abort();
+    }
+}
+
+void Reactor::reap() {
+    for (;;) {
+        io_uring_cqe* cqes[64];
+        const unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, 64);
+        for (unsigned i = 0; i < n; ++i) handle_cqe(cqes[i]->user_data, cqes[i]->res, cqes[i]->flags);
+        io_uring_cq_advance(&ring_, n);
+        if (n == 64) continue;
+        if (io_uring_cq_has_overflow(&ring_)) {
+            // CQ overflowed: the kernel kept the extra completions (FEAT_NODROP); have it
+            // move them into the ring now that there is room.
+            io_uring_get_events(&ring_);
+            continue;
+        }
+        return;
+    }
+}
+
+void Reactor::handle_cqe(std::uint64_t user_data, std::int32_t res, std::uint32_t flags) {
+    const bool more = (flags & IORING_CQE_F_MORE) != 0;  // a multishot request goes on
+    if (!more) --pending_cqes_;
+    stat_completions_.add();
+    if (user_data == kWakeTag) {
+        wake_armed_ = false;  // re-armed by run(), which may take an SQE
+        return;
+    }
+    if (user_data == kIgnoreTag || user_data == kLinkTimeoutTag) return;  // -ETIME: see deadline_result()
+    if ((user_data & kStateBit) != 0) {
+        poll_event(reinterpret_cast<PollState*>(user_data & ~kStateBit), res, more);
+        return;
+    }
+    auto* op = reinterpret_cast<IoOperation*>(user_data & ~kPollBit);
+    if (res == -ECANCELED) res = deadline_result(*op, res);  // its link timeout fired?
+    if ((user_data & kPollBit) != 0) {
+        // The descriptor is ready (or the poll failed): resubmit the operation itself.
+        if (op->cancel_arrived) {
+            complete(op, -ECANCELED);
+        } else if (res < 0 && res != -EINTR) {
+            complete(op, res);
+        } else {
+            op->stage = Operation::Stage::kQueued;
+            op->next = retry_;
+            retry_ = op;
+        }
+        return;
+    }
+    if ((res == -EINTR || (res == -EAGAIN && pollable(op->io))) && !op->cancel_arrived) {
+        // -EINTR: resubmit. -EAGAIN: the caller's descriptor is non-blocking and not ready;
+        // wait for readiness first.
+        op->stage = res == -EAGAIN ? Operation::Stage::kPolling : Operation::Stage::kQueued;
+        op->next = retry_;
+        retry_ = op;
+        return;
+    }
+    // Cancelled while it was being retried or interrupted: report the cancellation.
+    if (op->cancel_arrived && (res == -EINTR || res == -EAGAIN)) res = -ECANCELED;
+    complete(op, res);
+}
+
+void Reactor::fire_timers() {
+    // Collected under each queue's lock, acted on after it (timer_queue.hpp).
+    const std::int64_t now = timer_now();
+    for (auto& q : timer_queues_) {
+        if (q->earliest() > now) continue;
+        q->pop_expired(now, [this](TimerEntry& e) {
+            stat_timers_fired_.add();
+            if (e.action == TimerEntry::Action::kResume) {
+                e.result = 0;
+                ready_.push_back(e.waiter.address());  // resumed after this round: e stays
+            } else {
+                retain_timeout(e.timeout);  // the awaiter may go once we unlock
+                stops_.push_back(e.timeout);
+            }
+        });
+    }
+    for (TimeoutScope* s : stops_) fire_timeout(s);  // with_timeout: cancels the task
+    stops_.clear();
+}
+
+std::int64_t Reactor::earliest_timer() const noexcept {
+    std::int64_t earliest = TimerQueue::kNone;
+    for (const auto& q : timer_queues_) earliest = std::min(earliest, q->earliest());
+    return earliest;
+}
+
+void Reactor::timer_armed(std::int64_t deadline_ns) noexcept {
+    // Seq_cst: after the queue's seq_cst store of its new earliest deadline; pairs with
+    // sleep_in_kernel()'s store of wake_at_ and its second look (timer_queue.hpp).
+    if (deadline_ns < wake_at_.load(std::memory_order_seq_cst)) wake_if_sleeping();
+}
+
+void Reactor::complete(Operation* op, std::int32_t result) {
+    untrack(op);
+    op->result = result;
+    op->stage = Operation::Stage::kDone;
+    // Acq_rel: pairs with request_cancel()'s fetch_or. If a cancel was requested first, its
+    // node is on the way: the frame resumes when it arrives (see operation.hpp).
+    const std::uint8_t prev = op->cancel_flags.fetch_or(Operation::kCompleted, std::memory_order_acq_rel);
+    if ((prev & Operation::kCancelRequested) != 0 && !op->cancel_arrived) {
+        op->stage = Operation::Stage::kAwaitingCancel;
+        return;
+    }
+    ready_.push_back(op->waiter.address());
+}
+
+void Reactor::flush_ready() {
+    if (ready_.empty()) return;
+    host_.deliver(ready_.data(), ready_.size());
+    ready_.clear();
+}
+
+void Reactor::publish_gauges() noexcept {
+    stat_in_flight_.set(pending_cqes_);
+    stat_polled_.set(polled_);
+}
+
+void Reactor::track(Operation* op) noexcept {
+    op->prev_in_flight = nullptr;
+    op->next_in_flight = in_flight_;
+    if (in_flight_ != nullptr) in_flight_->prev_in_flight = op;
+    in_flight_ = op;
+}
+
+void Reactor::untrack(Operation* op) noexcept {
+    if (op->prev_in_flight == nullptr && in_flight_ != op) return;  // not on the list
+    if (op->prev_in_flight != nullptr)
+        op->prev_in_flight->next_in_flight = op->next_in_flight;
+    else
+        in_flight_ = op->next_in_flight;
+    if (op->next_in_flight != nullptr) op->next_in_flight->prev_in_flight = op->prev_in_flight;
+    op->prev_in_flight = op->next_in_flight = nullptr;
+}
+
+void Reactor::drop_inbox() noexcept {
+    for (ReactorNode* n = inbox_.exchange(nullptr, std::memory_order_acquire); n != nullptr;) {
+        ReactorNode* next = n->next;
+        if (n->kind == ReactorNode::Kind::kPollArm || n->kind == ReactorNode::Kind::kPollCancel) {
+            PollState* s = static_cast<PollNode*>(n)->state;
+            // An arm request: wakes the waiters of other runtimes (poll_state.hpp, "Runtimes").
+            if (n->kind == ReactorNode::Kind::kPollArm) s->disarm_for_shutdown(this);
+            s->release();  // the node's reference
+        }
+        n = next;
+    }
+}
+
+void Reactor::drain_for_shutdown() noexcept try {
+    // Every worker is joined: nothing new arrives except cancel requests from other
+    // threads, which are moot now, and close()'s poll cancels from other threads (looked
+    // at again at the end). Nodes in the inbox never reached the kernel; their frames are
+    // destroyed by the scheduler's shutdown step 4.
+    drop_inbox();
+    retry_ = nullptr;
+    for (auto& q : timer_queues_) q->clear();
+    // Ask the kernel to give back every buffer it holds, then wait until it has.
+    // (Collected first: start_cancel() may reap, which edits the in-flight list.)
+    std::vector<Operation*> held;
+    for (Operation* op = in_flight_; op != nullptr; op = op->next_in_flight)
+        if (op->stage == Operation::Stage::kInFlight || op->stage == Operation::Stage::kPolling) held.push_back(op);
+    std::vector<PollState*> polls;
+    for (PollState* s = armed_; s != nullptr; s = s->next_armed) polls.push_back(s);
+    for (Operation* op : held) start_cancel(op);
+    for (PollState* s : polls) {
+        io_uring_sqe* sqe = next_sqe();
+        io_uring_prep_cancel64(sqe, reinterpret_cast<std::uintptr_t>(s) | kStateBit, 0);
+        io_uring_sqe_set_data64(sqe, kIgnoreTag);
+        ++pending_cqes_;
+    }
+    if (wake_armed_) {
+        io_uring_sqe* sqe = next_sqe();
+        io_uring_prep_cancel64(sqe, kWakeTag, 0);
+        io_uring_sqe_set_data64(sqe, kIgnoreTag);
+        ++pending_cqes_;
+    }
+    while (pending_cqes_ > 0) {
+        const int r = io_uring_submit_and_wait(&ring_, 1);
+        if (r < 0 && r != -EINTR && r != -EBUSY && r != -EAGAIN && r != -ETIME) {
+            std::fprintf(stderr, "eddy: reactor: waiting for cancelled operations failed: %s\n",
+                         std::strerror(-r));
+            break;
+        }
+        reap();
+        retry_ = nullptr;  // nothing is resubmitted now
+    }
+    ready_.clear();  // never resumed: the scheduler destroys these frames
+    // Every socket poll of ours has ended: a close() from another thread posted its cancel
+    // before that (under the state's lock, poll_state.hpp), so it is in the inbox now, and
+    // none comes later. Their references are dropped here.
+    drop_inbox();
+    in_flight_ = nullptr;
+    publish_gauges();  // nothing left: the figures say so
+} catch (const std::bad_alloc&) {
+    std::fputs("eddy: reactor: out of memory while cancelling operations at shutdown\n", stderr);
+    std::terminate();  // frames still in the kernel's hands cannot be destroyed safely
+}
+
+// --- the entry points of eddy/io/detail/operation.hpp ----------------------------------------
+
+Reactor& current_reactor(const char* what) {
+    return static_cast<Reactor&>(require_driver(what));
+}
+
+Reactor* this_thread_reactor() noexcept {
+    return static_cast<Reactor*>(this_thread_driver());
+}
+
+void submit(Reactor& reactor, Operation& op) noexcept { reactor.post_deferred(op); }
+
+ReactorMetrics Reactor::metrics() const noexcept {
+    ReactorMetrics m;
+    m.operations = stat_operations_.get();
+    m.submissions = stat_submissions_.get();
+    m.completions = stat_completions_.get();
+    m.timers_fired = stat_timers_fired_.get();
+    m.wakeups = stat_wakeups_.load(std::memory_order_relaxed);
+    m.in_flight = static_cast<std::size_t>(stat_in_flight_.get());
+    // Live: timers are armed and disarmed on the workers, without the reactor.
+    for (const auto& q : timer_queues_) m.timers_armed += q->size();
+    m.sockets_polled = static_cast<std::size_t>(stat_polled_.get());
+    return m;
+}
+
+void request_cancel(Operation& op) noexcept {
+    // Acq_rel: pairs with complete()'s fetch_or (see operation.hpp). The node is posted at
+    // most once: a second request (the task's cancellation after the call's own token) finds
+    // kCancelRequested set.
+    constexpr std::uint8_t kEither = Operation::kCancelRequested | Operation::kCompleted;
+    if ((op.cancel_flags.fetch_or(Operation::kCancelRequested, std::memory_order_acq_rel) & kEither) == 0)
+        op.reactor->post(op.cancel_node);
+}
+
+std::unique_ptr<Driver> make_driver(DriverHost& host) {
+    const unsigned entries = host.config().ring_entries;
+    if (entries < 1 || entries > 32768)
+        throw std::invalid_argument("eddy: RuntimeConfig::ring_entries is " + std::to_string(entries) +
+                                    "; it must be between 1 and 32768");
+    return std::make_unique<Reactor>(host, entries);
+}
+
+} // namespace eddy::detail

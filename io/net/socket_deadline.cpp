@@ -63,7 +63,7 @@ public:
         new (&op_) IoOperation();
         op_.io = IoKind::kPoll;
         op_.fd = a.state_->fd();
-        op_.len = PollState::dir_of(a.op_) == PollState::kWrite ? POLLOUT : POLLIN;
+        op_.len = SocketAwaiter::dir_of(a.op_) == PollState::kWrite ? POLLOUT : POLLIN;
         op_.deadline_ns = deadline_ns_;
         op_.reactor = a.home_;  // this runtime's, whatever the state is bound to
         // Resumed as a Runnable: see Operation::waiter.
@@ -97,7 +97,7 @@ private:
             return true;
         }
         if (a.state_->closed()) {  // closed by another task: what close() promises
-            a.result_ = PollState::closed_result(a.op_);
+            a.result_ = SocketAwaiter::closed_result(a.op_);
             return true;
         }
         if (a.attempt()) return true;

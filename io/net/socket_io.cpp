@@ -83,7 +83,7 @@ bool SocketAwaiter::suspend(std::coroutine_handle<> h, const TaskCancellation* s
         result_ = -ECANCELED;
         return false;
     }
-    const PollState::Dir d = PollState::dir_of(op_);
+    const PollState::Dir d = dir_of(op_);
     PollState* s = io_->state_.load(std::memory_order_acquire);
     std::uint32_t seen = 0;
     Reactor* home = nullptr;  // this runtime's: looked up only once the operation waits
@@ -141,10 +141,10 @@ bool SocketAwaiter::suspend(std::coroutine_handle<> h, const TaskCancellation* s
 
 bool SocketAwaiter::settle_or_wait() noexcept {
     PollState& s = *state_;
-    const PollState::Dir d = PollState::dir_of(op_);
+    const PollState::Dir d = dir_of(op_);
     // Closed meanwhile by another task: what close() promises, whatever the socket says.
     if (s.closed()) {
-        result_ = PollState::closed_result(op_);
+        result_ = closed_result(op_);
         return true;
     }
     for (;;) {

@@ -1,5 +1,5 @@
-// io/reactor/poll_state.cpp: see poll_state.hpp (the state) and eddy/net/detail/socket_io.hpp (the
-// protocol).
+// io/reactor/poll_state.cpp: see poll_state.hpp (the state) and eddy/net/detail/socket_io.hpp
+// (the protocol as a socket operation sees it).
 #include "reactor/poll_state.hpp"
 
 #include "reactor/reactor.hpp"
@@ -10,18 +10,6 @@
 #include <mutex>
 
 namespace eddy::detail {
-std::int64_t PollState::closed_result(SocketAwaiter::Op op) noexcept {
-    switch (op) {
-    case SocketAwaiter::Op::kRecv:
-    case SocketAwaiter::Op::kRecvMsg: return 0;  // end of stream, as a read racing close() would see
-    case SocketAwaiter::Op::kSend:
-    case SocketAwaiter::Op::kSendMsg:
-    case SocketAwaiter::Op::kSendAll: return -EPIPE;
-    case SocketAwaiter::Op::kAccept: return -EINVAL;  // what accept(2) says after shutdown
-    }
-    return -EBADF;
-}
-
 PollState::PollState(int fd, Reactor& reactor) noexcept : fd_(fd), reactor_(&reactor) {}
 
 PollState::~PollState() {
@@ -34,7 +22,7 @@ void PollState::release() noexcept {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
 }
 
-void PollState::link(SocketAwaiter* w, Dir d) noexcept {
+void PollState::link(PollWaiter* w, Dir d) noexcept {
     w->prev_ = tail_[d];
     w->next_ = nullptr;
     (tail_[d] != nullptr ? tail_[d]->next_ : head_[d]) = w;
@@ -42,18 +30,18 @@ void PollState::link(SocketAwaiter* w, Dir d) noexcept {
     w->linked_ = true;
 }
 
-void PollState::unlink(SocketAwaiter* w, Dir d) noexcept {
+void PollState::unlink(PollWaiter* w, Dir d) noexcept {
     (w->prev_ != nullptr ? w->prev_->next_ : head_[d]) = w->next_;
     (w->next_ != nullptr ? w->next_->prev_ : tail_[d]) = w->prev_;
     w->prev_ = w->next_ = nullptr;
     w->linked_ = false;
 }
 
-void PollState::take(Dir d, SocketAwaiter*& chain) noexcept {
+void PollState::take(Dir d, PollWaiter*& chain) noexcept {
     // Prepends d's waiters to `chain` (through next_), oldest first, each unlinked.
-    SocketAwaiter* w = tail_[d];
+    PollWaiter* w = tail_[d];
     while (w != nullptr) {
-        SocketAwaiter* prev = w->prev_;
+        PollWaiter* prev = w->prev_;
         w->linked_ = false;
         w->prev_ = nullptr;
         w->next_ = chain;
@@ -63,9 +51,9 @@ void PollState::take(Dir d, SocketAwaiter*& chain) noexcept {
     head_[d] = tail_[d] = nullptr;
 }
 
-void PollState::wake_foreign(SocketAwaiter*& chain, const Reactor* local) noexcept {
-    SocketAwaiter** link = &chain;
-    while (SocketAwaiter* w = *link) {
+void PollState::wake_foreign(PollWaiter*& chain, const Reactor* local) noexcept {
+    PollWaiter** link = &chain;
+    while (PollWaiter* w = *link) {
         if (w->home_ == local) {
             link = &w->next_;
             continue;
@@ -80,7 +68,7 @@ const Reactor* PollState::bound_reactor() noexcept {
     return reactor_;
 }
 
-PollState::Queue PollState::queue(SocketAwaiter* w, Dir d, std::uint32_t seen) noexcept {
+PollState::Queue PollState::queue(PollWaiter* w, Dir d, std::uint32_t seen) noexcept {
     lock_.lock();
     if (w->cancelled_) {
         lock_.unlock();
@@ -89,7 +77,7 @@ PollState::Queue PollState::queue(SocketAwaiter* w, Dir d, std::uint32_t seen) n
     }
     if (closed_) {
         lock_.unlock();
-        w->result_ = closed_result(w->op_);
+        w->result_ = w->closed_result_;
         return Queue::kSettled;
     }
     // Relaxed under the lock: every writer of a bumped word holds it (the CAS of a short
@@ -115,17 +103,17 @@ PollState::Queue PollState::queue(SocketAwaiter* w, Dir d, std::uint32_t seen) n
     return Queue::kQueued;
 }
 
-void PollState::leave(SocketAwaiter* w) noexcept {
+void PollState::leave(PollWaiter* w) noexcept {
     std::lock_guard lock(lock_);
-    if (w->linked_) unlink(w, dir_of(w->op_));
+    if (w->linked_) unlink(w, w->dir_);
 }
 
-void PollState::cancel(SocketAwaiter* w) noexcept {
+void PollState::cancel(PollWaiter* w) noexcept {
     lock_.lock();
     w->cancelled_ = true;
     const bool resume = w->linked_;
     if (resume) {
-        unlink(w, dir_of(w->op_));
+        unlink(w, w->dir_);
         w->result_ = -ECANCELED;
     }
     const std::coroutine_handle<> frame = w->frame_;
@@ -136,7 +124,7 @@ void PollState::cancel(SocketAwaiter* w) noexcept {
 }
 
 void PollState::close() noexcept {
-    SocketAwaiter* woken = nullptr;
+    PollWaiter* woken = nullptr;
     Reactor* const here = this_thread_reactor();  // null off a worker
     lock_.lock();
     closed_ = true;
@@ -155,7 +143,7 @@ void PollState::close() noexcept {
     if (post_now) bound->post(cancel_node);
     lock_.unlock();
     while (woken != nullptr) {
-        SocketAwaiter* next = woken->next_;
+        PollWaiter* next = woken->next_;
         schedule_runnable_on(&here->host().scheduler(), woken);  // the retry sees the socket shut down
         woken = next;
     }
@@ -183,7 +171,7 @@ void PollState::on_event(std::int32_t res, bool more, std::vector<void*>& ready)
     // before it must not clear `ready`, since no event will come again.
     const std::uint32_t read_final = (revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0 && res > 0 ? kFinal : 0;
     const std::uint32_t write_final = (revents & (POLLHUP | POLLERR)) != 0 && res > 0 ? kFinal : 0;
-    SocketAwaiter* woken = nullptr;
+    PollWaiter* woken = nullptr;
     lock_.lock();
     if (readable) {
         const std::uint32_t w = word_[kRead].load(std::memory_order_relaxed);
@@ -202,7 +190,7 @@ void PollState::on_event(std::int32_t res, bool more, std::vector<void*>& ready)
 }
 
 void PollState::disarm_for_shutdown(const Reactor* local) noexcept {
-    SocketAwaiter* woken = nullptr;
+    PollWaiter* woken = nullptr;
     std::lock_guard lock(lock_);
     arm_ = Arm::kIdle;
     // Idle again: no waiter may stay (the next one to queue would arm for all of them).

@@ -1,6 +1,7 @@
 // io/reactor/poll_state.hpp: what a socket shares with the reactor once it has had to wait: its
-// readiness words, its queued waiters and its multishot poll. See eddy/io/detail/
-// socket_io.hpp for the protocol as the awaiter sees it.
+// readiness words, its queued waiters and its multishot poll. The waiters are PollWaiters
+// (eddy/io/detail/poll_waiter.hpp): the state never knows what they wait to do. See
+// eddy/net/detail/socket_io.hpp for the protocol as a socket operation sees it.
 //
 // # Who touches what
 //   word[dir]     atomic; the reactor bumps it under `lock`, awaiters clear its ready bit
@@ -24,7 +25,7 @@
 // # Runtimes
 // A state is bound to the runtime whose reactor arms its poll: the first one where the
 // socket had to wait. A socket may then be used from tasks of any runtime; each waiter
-// records its own (SocketAwaiter::home_), and every wake-up goes there:
+// records its own (PollWaiter::home_), and every wake-up goes there:
 //   - Waiters of the bound runtime are handed to its reactor's bulk push (on_event) or
 //     queued after the lock (close(), on that runtime's worker), as before.
 //   - Waiters of another runtime are queued on theirs while the lock is held (on_event,
@@ -58,10 +59,12 @@
 #include <vector>
 
 #include <eddy/io/detail/operation.hpp>
-#include <eddy/net/detail/socket_io.hpp>
+#include <eddy/io/detail/poll_waiter.hpp>
 #include <eddy/tasks/detail/spin_lock.hpp>
 
 namespace eddy::detail {
+
+class PollState;
 
 /// A reactor request about a PollState (kPollArm, kPollCancel).
 struct PollNode : ReactorNode {
@@ -71,7 +74,9 @@ struct PollNode : ReactorNode {
 
 class PollState {
 public:
-    enum Dir : int { kRead = 0, kWrite = 1 };
+    using Dir = PollWaiter::Dir;
+    static constexpr Dir kRead = PollWaiter::kRead;
+    static constexpr Dir kWrite = PollWaiter::kWrite;
     static constexpr std::uint32_t kReady = 1;    // word: the direction may be ready
     static constexpr std::uint32_t kFinal = 2;    // word: end of stream or error seen (sticky)
     static constexpr std::uint32_t kTickOne = 4;  // word: one event later
@@ -108,13 +113,13 @@ public:
     /// cancelled (then false: w->result_ says how it settled, or it should try again).
     /// Rebinds the state to w->home_'s runtime when the poll is idle (see "Runtimes").
     enum class Queue : std::uint8_t { kQueued, kRetry, kSettled };
-    Queue queue(SocketAwaiter* w, Dir d, std::uint32_t seen) noexcept;
+    Queue queue(PollWaiter* w, Dir d, std::uint32_t seen) noexcept;
     /// The awaiter's destructor: leaves the queue if still on it (a frame destroyed while it
     /// waited: runtime shutdown).
-    void leave(SocketAwaiter* w) noexcept;
+    void leave(PollWaiter* w) noexcept;
     /// A stop callback: takes `w` off the queue and resumes its task with ECANCELED, or, if
     /// it is not queued (trying on a worker right now), marks it so that it does not queue.
-    void cancel(SocketAwaiter* w) noexcept;
+    void cancel(PollWaiter* w) noexcept;
 
     // --- the socket ------------------------------------------------------------------------
     /// close() and destruction: marks the state closed, wakes every waiter, cancels the poll
@@ -138,14 +143,6 @@ public:
     /// close() has run: a retry gives the closed result without touching the socket.
     /// Acquire: pairs with close()'s release store.
     bool closed() const noexcept { return closed_flag_.load(std::memory_order_acquire); }
-    /// The direction an operation waits for.
-    static Dir dir_of(SocketAwaiter::Op op) noexcept {
-        return op == SocketAwaiter::Op::kSend || op == SocketAwaiter::Op::kSendAll || op == SocketAwaiter::Op::kSendMsg
-                   ? kWrite
-                   : kRead;
-    }
-    /// What an operation gives once its socket was closed by close() (see SocketIo::close).
-    static std::int64_t closed_result(SocketAwaiter::Op op) noexcept;
 
     // Reactor thread only.
     bool in_kernel = false;
@@ -156,12 +153,12 @@ public:
 
 private:
     ~PollState();
-    void take(Dir d, SocketAwaiter*& chain) noexcept;  // under lock_: unlinks every waiter of d
-    void link(SocketAwaiter* w, Dir d) noexcept;
-    void unlink(SocketAwaiter* w, Dir d) noexcept;
+    void take(Dir d, PollWaiter*& chain) noexcept;  // under lock_: unlinks every waiter of d
+    void link(PollWaiter* w, Dir d) noexcept;
+    void unlink(PollWaiter* w, Dir d) noexcept;
     /// Under lock_: queues each waiter of `chain` whose runtime is not `local`'s on its own
     /// and takes it off the chain (see "Runtimes").
-    static void wake_foreign(SocketAwaiter*& chain, const Reactor* local) noexcept;
+    static void wake_foreign(PollWaiter*& chain, const Reactor* local) noexcept;
 
     int fd_;  // -1 only in discard()
     Reactor* reactor_;  // guarded by lock_: the bound runtime's (see "Runtimes")
@@ -170,8 +167,8 @@ private:
     // Acq_rel decrement in release(): the last holder sees every other holder's writes.
     std::atomic<std::uint32_t> refs_{1};
     SpinLock lock_;
-    SocketAwaiter* head_[2] = {nullptr, nullptr};  // guarded by lock_
-    SocketAwaiter* tail_[2] = {nullptr, nullptr};  // guarded by lock_
+    PollWaiter* head_[2] = {nullptr, nullptr};    // guarded by lock_
+    PollWaiter* tail_[2] = {nullptr, nullptr};    // guarded by lock_
     Arm arm_ = Arm::kIdle;                         // guarded by lock_
     bool closed_ = false;                          // guarded by lock_
     std::atomic<bool> closed_flag_{false};         // the same, for retries that do not lock

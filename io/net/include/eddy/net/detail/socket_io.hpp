@@ -66,6 +66,7 @@
 #include <stop_token>
 #include <utility>
 
+#include <eddy/io/detail/poll_waiter.hpp>
 #include <eddy/io/file_descriptor.hpp>
 #include <eddy/runtime/detail/coop_budget.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>
@@ -122,7 +123,7 @@ private:
 /// The awaiter of one socket operation. `co_await` gives the count (recv, send) or the new
 /// descriptor (accept); errors throw std::system_error with the errno, cancellation
 /// eddy::OperationCancelled. Movable until first awaited, never after.
-class SocketAwaiter : private Runnable {
+class SocketAwaiter : private PollWaiter {
 public:
     /// Points into the caller's socket and buffer: awaited in place, never spawned
     /// (eddy/tasks/awaitable.hpp).
@@ -138,7 +139,8 @@ public:
     /// unused.
     SocketAwaiter(SocketIo& io, Op op, void* buf, std::size_t len, const char* what, std::stop_token token = {},
                   socklen_t* addrlen = nullptr) noexcept
-        : Runnable{&SocketAwaiter::retry}, io_(&io), buf_(buf), len_(len), addrlen_(addrlen), what_(what), op_(op), token_(std::move(token)) {}
+        : PollWaiter(&SocketAwaiter::retry, dir_of(op), closed_result(op)), io_(&io), buf_(buf), len_(len), addrlen_(addrlen),
+          what_(what), op_(op), token_(std::move(token)) {}
     /// Movable until first awaited, like a Rust future before its first poll: the operation
     /// and the token go along; `o` never tried nor waited, so its destructor does nothing.
     SocketAwaiter(SocketAwaiter&& o) noexcept : SocketAwaiter(std::move(o), o.buf_) {}
@@ -168,8 +170,8 @@ protected:
     /// The move, with `buf` for the new object: a buffer inside the awaiter itself (a
     /// VectoredAwaiter's msghdr) is found at its new place.
     SocketAwaiter(SocketAwaiter&& o, void* buf) noexcept
-        : Runnable{&SocketAwaiter::retry}, io_(o.io_), buf_(buf), len_(o.len_), addrlen_(o.addrlen_), what_(o.what_), op_(o.op_),
-          token_(std::move(o.token_)) {
+        : PollWaiter(&SocketAwaiter::retry, o.dir_, o.closed_result_), io_(o.io_), buf_(buf), len_(o.len_),
+          addrlen_(o.addrlen_), what_(o.what_), op_(o.op_), token_(std::move(o.token_)) {
         assert(!o.tried_ && !o.frame_ && o.result_ == 0 && !o.delivered_ && "eddy: a socket awaiter moved after it was awaited");
     }
 
@@ -180,6 +182,25 @@ private:
         SocketAwaiter* self;
         void operator()() const noexcept;
     };
+
+    /// The direction an operation waits for.
+    static constexpr Dir dir_of(Op op) noexcept {
+        return op == Op::kSend || op == Op::kSendAll || op == Op::kSendMsg ? kWrite : kRead;
+    }
+    /// What an operation gives once its socket was closed by close() (see SocketIo::close):
+    /// a read the end of the stream, as a read racing close() would see; a write EPIPE; an
+    /// accept EINVAL, as accept(2) says after shutdown.
+    static constexpr std::int32_t closed_result(Op op) noexcept {
+        switch (op) {
+        case Op::kRecv:
+        case Op::kRecvMsg: return 0;
+        case Op::kSend:
+        case Op::kSendMsg:
+        case Op::kSendAll: return -EPIPE;
+        case Op::kAccept: return -EINVAL;
+        }
+        return -EBADF;
+    }
 
     bool suspend(std::coroutine_handle<> h, const TaskCancellation* scope);
     /// Under a deadline: waits on a poll of its own (io/net/socket_deadline.cpp); as suspend().
@@ -204,18 +225,9 @@ private:
     socklen_t* addrlen_;
     const char* what_;
     PollState* state_ = nullptr;  // set by the first wait: holds a reference
-    // Set by the first wait: the reactor of the runtime this operation runs on, where its
-    // retries and its resumption are queued whatever runtime the state is bound to
-    // (io/reactor/poll_state.hpp, "Runtimes"). Read by the state under its lock once queued.
-    Reactor* home_ = nullptr;
+    // The PollWaiter base: home_ (set by the first wait: the reactor of the runtime this
+    // operation runs on), frame_, result_, and the links the state guards.
     SocketDeadlineWait* deadline_wait_ = nullptr;  // owned: a wait under a deadline
-    std::coroutine_handle<> frame_{};
-    std::int64_t result_ = 0;
-    // Guarded by the PollState's lock: queued on it; cancelled by a stop callback.
-    SocketAwaiter* prev_ = nullptr;
-    SocketAwaiter* next_ = nullptr;
-    bool linked_ = false;
-    bool cancelled_ = false;
     const Op op_;
     bool tried_ = false;      // an attempt ran (result_ is meaningful)
     bool delivered_ = false;  // await_resume took the result

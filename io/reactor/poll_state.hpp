@@ -1,5 +1,5 @@
 // io/reactor/poll_state.hpp: what a socket shares with the reactor once it has had to wait: its
-// readiness words, its queued waiters and its multishot poll. See eddy/io/detail/
+// readiness words, its queued waiters and its multishot poll. See eddy/net/detail/
 // socket_io.hpp for the protocol as the awaiter sees it.
 //
 // # Who touches what

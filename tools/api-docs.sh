@@ -5,8 +5,10 @@
 # tools/api-docs.sh --check [OUTDIR]: the same, then fails (exit 1) if Doxygen warned,
 # listing each warning as file:line: text. A warning is an undocumented public name (a
 # class, function, enumerator, alias, data member or concept outside the detail
-# namespaces) or a malformed comment. The test command runs the check as the meson test
-# api-docs (suite docs, tests/api_docs/) wherever doxygen is installed.
+# namespaces) or a malformed comment. It also fails, before running Doxygen, when the
+# Doxyfile's INPUT leaves out a public include root (a folder's include/eddy). The test
+# command runs the check as the meson test api-docs (suite docs, tests/api_docs/) wherever
+# doxygen is installed.
 # Needs doxygen (Debian package doxygen; tools/install-deps.sh installs it).
 set -euo pipefail
 check=false
@@ -26,9 +28,21 @@ if ! command -v doxygen >/dev/null; then
 fi
 version=$(sed -n "s/^ *version : '\(.*\)',$/\1/p" "$root/meson.build" | head -1)
 log=$out/warnings.log
+cd "$root"
+# Every public include root (a folder's include/eddy under tasks/, runtime/ or io/) must be in
+# the Doxyfile's INPUT: a root left out is not read, so it cannot warn, and --check would pass
+# with part of the API missing from the reference.
+inputs=" $(sed -n '/^INPUT *=/,/[^\\]$/p' tools/api-docs/Doxyfile | tr -d '\\' | sed 's/^INPUT *=//' | tr -s ' \n' ' ') "
+missing=()
+while IFS= read -r dir; do
+    [[ $inputs == *" $dir "* ]] || missing+=("$dir")
+done < <(find tasks runtime io -type d -path '*/include/eddy' | sort)
+if ((${#missing[@]})); then
+    echo "$0: tools/api-docs/Doxyfile's INPUT lacks public include roots: ${missing[*]}" >&2
+    $check && exit 1
+fi
 # The Doxyfile, then what this run sets (a later setting wins), read from stdin; doxygen
 # runs from the root, which the Doxyfile's paths are relative to.
-cd "$root"
 {
     cat tools/api-docs/Doxyfile
     echo "OUTPUT_DIRECTORY = \"$out\""

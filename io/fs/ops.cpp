@@ -70,7 +70,7 @@ Task<void> rename(std::string from, std::string to) {
 }
 
 Task<std::uint64_t> copy(std::string from, std::string to) {
-    // The handle first, then the co_await (see fs_dir.cpp: g++ 12 and init-captures).
+    // The handle first, then the co_await (see dir.cpp: g++ 12 and init-captures).
     auto call = eddy::spawn_blocking([from = std::move(from), to = std::move(to)] { return copy_file(from, to); });
     co_return co_await std::move(call);
 }

@@ -1,10 +1,12 @@
 // eddy/tasks/detail/spin_lock.hpp: a test-and-test-and-set lock for very short critical sections.
 //
-// Used where the critical section is a few pointer writes (the task registry, the sleeper
-// list, the wait queues of the synchronization primitives: detail/wait_queue.hpp) and a
-// std::mutex's futex path would cost more than the work. Yields the CPU after a bounded spin
-// so that oversubscribed runs (8 workers on 2 cores, as in the stress suite) do not spin
-// against a preempted holder. Not for users: no stability promise.
+// Used where the critical section is a few pointer writes (frees into the frame pool of an
+// exited thread, the task registry, the sleeper list, the wait queues of the primitives:
+// eddy/runtime/detail/wait_queue.hpp, a socket's waiters, a worker's timer queue) and a
+// std::mutex's futex path would cost more than the work. It lives in the bottom layer so that
+// the frame pool (tasks/frame_pool.cpp) and every layer above can take it. Yields the CPU
+// after a bounded spin so that oversubscribed runs (8 workers on 2 cores, as in the stress
+// suite) do not spin against a preempted holder. Not for users: no stability promise.
 #pragma once
 
 #include <atomic>

@@ -1,7 +1,6 @@
 // io/fs/file.cpp
 #include <eddy/fs/file.hpp>
 
-#include "net/socket_util.hpp"
 
 #include <sys/stat.h>
 

@@ -8,7 +8,6 @@
 
 namespace eddy::detail {
 
-void throw_errno(const char* what) { throw std::system_error(errno, std::system_category(), what); }
 
 io::FileDescriptor new_socket(int family, int type, const char* what) {
     const int fd = ::socket(family, type | SOCK_CLOEXEC, 0);

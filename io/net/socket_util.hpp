@@ -8,13 +8,12 @@
 
 #include <cstddef>
 
+#include <eddy/io/detail/operation.hpp>  // throw_errno
 #include <eddy/io/file_descriptor.hpp>
 #include <eddy/net/socket_addr.hpp>
 
 namespace eddy::detail {
 
-/// Throws std::system_error with the current errno and `what`.
-[[noreturn]] void throw_errno(const char* what);
 /// A new close-on-exec socket of `family` and `type` (std::system_error, e.g. EMFILE).
 io::FileDescriptor new_socket(int family, int type, const char* what);
 /// getsockname (`peer` false) or getpeername (`peer` true) as an Addr with a from_native

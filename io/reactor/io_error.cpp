@@ -15,4 +15,6 @@ void throw_io_error(int negative_errno, const char* what) {
     throw std::system_error(-negative_errno, std::system_category(), what);
 }
 
+void throw_errno(const char* what) { throw std::system_error(errno, std::system_category(), what); }
+
 } // namespace eddy::detail

@@ -45,7 +45,7 @@
 //   looks at the inbox by itself soon: it does, batching, within the window. Sleeping in the
 //   ring with every worker parked, it would not (kSleepingUnbounded), and a worker that
 //   unparks later must not defer: its next flush may never come if it then runs a long task
-//   (found by the io/sleep test under load). So post_deferred() wakes an unbounded sleeper
+//   (found by the time/sleep test under load). So post_deferred() wakes an unbounded sleeper
 //   at once.
 //
 // # Virtual time (ClockMode::paused, manual; io/reactor/virtual_time.cpp)

@@ -116,6 +116,8 @@ void request_cancel(Operation& op) noexcept;
 
 /// Throws std::system_error for a negative kernel result; `what` names the operation.
 [[noreturn]] void throw_io_error(int negative_errno, const char* what);
+/// Throws std::system_error with the current errno and `what` (a synchronous call failed).
+[[noreturn]] void throw_errno(const char* what);
 
 /// Cancels an operation when its stop_token is triggered.
 struct CancelOnStop {

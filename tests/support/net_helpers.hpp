@@ -1,5 +1,5 @@
 // tests/support/net_helpers.hpp: helpers shared by the socket, file and pipe tests
-// (tests/net/, tests/fs/, tests/io/pipe_test.cpp).
+// (tests/net/, tests/fs/, tests/streams/pipe_test.cpp).
 //
 // run() drives one task on a runtime and waits for it with kDeadline, so a lost wake-up fails
 // the test instead of hanging it; TempDir is a scratch directory under /tmp that removes

@@ -67,6 +67,7 @@ using eddy::net::TcpListener;
 using eddy::net::TcpStream;
 using eddy::test::bytes;
 using eddy::test::error_of;
+using eddy::test::for_each_loopback;
 using eddy::test::kDeadline;
 using eddy::test::loopbacks;
 using eddy::test::past;
@@ -264,216 +265,196 @@ Task<void> close_listener(TcpListener& l) {
 // ---- 1. Cancelling a waiting read from a plain thread -------------------------------------
 
 TEST_CASE("a read waiting on a quiet socket, cancelled from a plain thread, consumes nothing") {
-    for (const SocketAddr& lo : loopbacks()) {
-        for (const std::size_t workers : {std::size_t{1}, std::size_t{2}}) {
-            // By the read's own token, and by its task's cancellation (with_stop_token).
-            for (const bool by_task : {false, true}) {
-                CAPTURE(lo.to_string());
-                CAPTURE(workers);
-                CAPTURE(by_task);
-                auto listener = TcpListener::bind(lo);
-                Runtime rt(RuntimeConfig{.workers = workers});
-                FileDescriptor peer = plain_connect(listener.local_address());
-                TcpStream s = run(rt, listener.accept());
-                const std::size_t base = polled(rt);
-
-                std::stop_source stop;
-                Started<std::optional<std::string>> pending(
-                    rt, by_task ? eddy::with_stop_token(read_once(s), stop.get_token()) : read_once(s, stop.get_token()));
-                REQUIRE(wait_polled(rt, base + 1));  // the read has queued itself: the socket is polled
-                CHECK_FALSE(pending.ready());
-                std::thread canceller([&stop] { stop.request_stop(); });
-                canceller.join();
-                CHECK(pending.get() == std::nullopt);  // OperationCancelled
-
-                REQUIRE(send_all(peer.get(), "abc"));
-                CHECK(run(rt, read_once(s)) == std::optional<std::string>("abc"));
-                // And the socket goes on working with its poll armed.
-                REQUIRE(send_all(peer.get(), "defg"));
-                CHECK(run(rt, read_once(s)) == std::optional<std::string>("defg"));
-            }
-        }
-    }
-}
-
-TEST_CASE("200 reads cancelled from a plain thread while a peer's write races in: every byte read once, in order") {
-    for (const SocketAddr& lo : loopbacks()) {
-        for (const std::size_t workers : {std::size_t{1}, std::size_t{2}}) {
-            CAPTURE(lo.to_string());
-            CAPTURE(workers);
+    for_each_loopback([&](const SocketAddr& lo, const std::size_t workers) {
+        // By the read's own token, and by its task's cancellation (with_stop_token).
+        for (const bool by_task : {false, true}) {
+            CAPTURE(by_task);
             auto listener = TcpListener::bind(lo);
             Runtime rt(RuntimeConfig{.workers = workers});
             FileDescriptor peer = plain_connect(listener.local_address());
             TcpStream s = run(rt, listener.accept());
+            const std::size_t base = polled(rt);
 
-            std::mt19937 rng(static_cast<std::uint32_t>(workers * 7919 + (lo.is_v4() ? 0 : 1)));
-            std::string sent;
-            std::string received;
-            int completed = 0;
-            int cancelled = 0;
-            std::atomic<int> send_failures{0};
-            for (int round = 0; round < 200; ++round) {
-                CAPTURE(round);
-                const std::string chunk = std::to_string(round) + ";";  // distinct and in order
-                const auto write_delay = std::chrono::microseconds(rng() % 300);
-                const auto cancel_delay = std::chrono::microseconds(rng() % 300);
-                const bool by_task = round % 2 == 1;
-                std::atomic<bool> about_to_wait{false};
-                std::stop_source stop;
-                Started<std::optional<std::string>> pending(
-                    rt, by_task ? eddy::with_stop_token(read_once(s, {}, &about_to_wait), stop.get_token())
-                                : read_once(s, stop.get_token(), &about_to_wait));
-                std::thread writer([&] {
-                    if (!spin_until(about_to_wait)) return;
-                    std::this_thread::sleep_for(write_delay);
-                    if (!send_all(peer.get(), chunk)) send_failures.fetch_add(1);
-                });
-                CHECK(spin_until(about_to_wait));
-                std::this_thread::sleep_for(cancel_delay);
-                stop.request_stop();
-                writer.join();
-                const std::optional<std::string> got = pending.get();
-                if (got.has_value()) {
-                    ++completed;
-                    CHECK_FALSE(got->empty());  // no end of stream here: a completed read has bytes
-                    received += *got;
-                } else {
-                    ++cancelled;
-                }
-                sent += chunk;
-                // What a cancelled read left in the socket (all of the chunk), or what a
-                // completed one did not take yet, read now: the next round starts on a quiet
-                // socket, so its read waits again.
-                while (received.size() < sent.size()) {
-                    const std::optional<std::string> rest = run(rt, read_once(s));
-                    REQUIRE(rest.has_value());
-                    REQUIRE_FALSE(rest->empty());
-                    received += *rest;
-                }
-                if (!got.has_value()) CHECK(received.substr(received.size() - chunk.size()) == chunk);
-            }
-            CHECK(send_failures.load() == 0);
-            CHECK(received.size() == sent.size());
-            CHECK(received == sent);
-            MESSAGE(lo.to_string() << ", " << workers << " worker(s): " << completed << " reads completed, "
-                                   << cancelled << " cancelled");
+            std::stop_source stop;
+            Started<std::optional<std::string>> pending(
+                rt, by_task ? eddy::with_stop_token(read_once(s), stop.get_token()) : read_once(s, stop.get_token()));
+            REQUIRE(wait_polled(rt, base + 1));  // the read has queued itself: the socket is polled
+            CHECK_FALSE(pending.ready());
+            std::thread canceller([&stop] { stop.request_stop(); });
+            canceller.join();
+            CHECK(pending.get() == std::nullopt);  // OperationCancelled
+
+            REQUIRE(send_all(peer.get(), "abc"));
+            CHECK(run(rt, read_once(s)) == std::optional<std::string>("abc"));
+            // And the socket goes on working with its poll armed.
+            REQUIRE(send_all(peer.get(), "defg"));
+            CHECK(run(rt, read_once(s)) == std::optional<std::string>("defg"));
         }
-    }
+    });
+}
+
+TEST_CASE("200 reads cancelled from a plain thread while a peer's write races in: every byte read once, in order") {
+    for_each_loopback([&](const SocketAddr& lo, const std::size_t workers) {
+        auto listener = TcpListener::bind(lo);
+        Runtime rt(RuntimeConfig{.workers = workers});
+        FileDescriptor peer = plain_connect(listener.local_address());
+        TcpStream s = run(rt, listener.accept());
+
+        std::mt19937 rng(static_cast<std::uint32_t>(workers * 7919 + (lo.is_v4() ? 0 : 1)));
+        std::string sent;
+        std::string received;
+        int completed = 0;
+        int cancelled = 0;
+        std::atomic<int> send_failures{0};
+        for (int round = 0; round < 200; ++round) {
+            CAPTURE(round);
+            const std::string chunk = std::to_string(round) + ";";  // distinct and in order
+            const auto write_delay = std::chrono::microseconds(rng() % 300);
+            const auto cancel_delay = std::chrono::microseconds(rng() % 300);
+            const bool by_task = round % 2 == 1;
+            std::atomic<bool> about_to_wait{false};
+            std::stop_source stop;
+            Started<std::optional<std::string>> pending(
+                rt, by_task ? eddy::with_stop_token(read_once(s, {}, &about_to_wait), stop.get_token())
+                            : read_once(s, stop.get_token(), &about_to_wait));
+            std::thread writer([&] {
+                if (!spin_until(about_to_wait)) return;
+                std::this_thread::sleep_for(write_delay);
+                if (!send_all(peer.get(), chunk)) send_failures.fetch_add(1);
+            });
+            CHECK(spin_until(about_to_wait));
+            std::this_thread::sleep_for(cancel_delay);
+            stop.request_stop();
+            writer.join();
+            const std::optional<std::string> got = pending.get();
+            if (got.has_value()) {
+                ++completed;
+                CHECK_FALSE(got->empty());  // no end of stream here: a completed read has bytes
+                received += *got;
+            } else {
+                ++cancelled;
+            }
+            sent += chunk;
+            // What a cancelled read left in the socket (all of the chunk), or what a
+            // completed one did not take yet, read now: the next round starts on a quiet
+            // socket, so its read waits again.
+            while (received.size() < sent.size()) {
+                const std::optional<std::string> rest = run(rt, read_once(s));
+                REQUIRE(rest.has_value());
+                REQUIRE_FALSE(rest->empty());
+                received += *rest;
+            }
+            if (!got.has_value()) CHECK(received.substr(received.size() - chunk.size()) == chunk);
+        }
+        CHECK(send_failures.load() == 0);
+        CHECK(received.size() == sent.size());
+        CHECK(received == sent);
+        MESSAGE(lo.to_string() << ", " << workers << " worker(s): " << completed << " reads completed, "
+                               << cancelled << " cancelled");
+    });
 }
 
 // ---- 2. End of stream and the poll's life ------------------------------------------------
 
 TEST_CASE("end of stream: the waiting read returns 0, every read after it 0, and the poll goes with the stream") {
-    for (const SocketAddr& lo : loopbacks()) {
-        for (const std::size_t workers : {std::size_t{1}, std::size_t{2}}) {
-            for (const bool full_close : {false, true}) {  // shutdown(SHUT_WR), or close()
-                CAPTURE(lo.to_string());
-                CAPTURE(workers);
-                CAPTURE(full_close);
-                auto listener = TcpListener::bind(lo);
-                Runtime rt(RuntimeConfig{.workers = workers});
-                FileDescriptor peer = plain_connect(listener.local_address());
-                std::optional<TcpStream> s(run(rt, listener.accept()));
-                const std::size_t base = polled(rt);
+    for_each_loopback([&](const SocketAddr& lo, const std::size_t workers) {
+        for (const bool full_close : {false, true}) {  // shutdown(SHUT_WR), or close()
+            CAPTURE(full_close);
+            auto listener = TcpListener::bind(lo);
+            Runtime rt(RuntimeConfig{.workers = workers});
+            FileDescriptor peer = plain_connect(listener.local_address());
+            std::optional<TcpStream> s(run(rt, listener.accept()));
+            const std::size_t base = polled(rt);
 
-                Started<std::size_t> pending(rt, read_count(*s));
-                REQUIRE(wait_polled(rt, base + 1));  // waiting, with a poll armed
-                CHECK_FALSE(pending.ready());
-                if (full_close)
-                    peer.close();
-                else
-                    REQUIRE(::shutdown(peer.get(), SHUT_WR) == 0);
-                CHECK(pending.get() == 0);
-                // End of stream stays: no event comes again, and no read waits for one.
-                for (int i = 0; i < 5; ++i) CHECK(run(rt, read_count(*s)) == 0);
-                // Several readers at once see it too.
-                CHECK(run(rt, read_counts(*s, 4)) == std::vector<std::size_t>(4, 0));
-                s.reset();  // closes the socket: its poll is cancelled
-                CHECK(wait_polled(rt, base));
-            }
+            Started<std::size_t> pending(rt, read_count(*s));
+            REQUIRE(wait_polled(rt, base + 1));  // waiting, with a poll armed
+            CHECK_FALSE(pending.ready());
+            if (full_close)
+                peer.close();
+            else
+                REQUIRE(::shutdown(peer.get(), SHUT_WR) == 0);
+            CHECK(pending.get() == 0);
+            // End of stream stays: no event comes again, and no read waits for one.
+            for (int i = 0; i < 5; ++i) CHECK(run(rt, read_count(*s)) == 0);
+            // Several readers at once see it too.
+            CHECK(run(rt, read_counts(*s, 4)) == std::vector<std::size_t>(4, 0));
+            s.reset();  // closes the socket: its poll is cancelled
+            CHECK(wait_polled(rt, base));
         }
-    }
+    });
 }
 
 TEST_CASE("the last bytes and the FIN together: the short read that takes the bytes does not hide the end of stream") {
-    for (const SocketAddr& lo : loopbacks()) {
-        for (const std::size_t workers : {std::size_t{1}, std::size_t{2}}) {
-            CAPTURE(lo.to_string());
-            CAPTURE(workers);
-            auto listener = TcpListener::bind(lo);
-            Runtime rt(RuntimeConfig{.workers = workers});
-            const std::size_t base = polled(rt);
-            for (int round = 0; round < 50; ++round) {
-                CAPTURE(round);
-                FileDescriptor peer = plain_connect(listener.local_address());
-                std::optional<TcpStream> s(run(rt, listener.accept()));
-                // Even rounds: the reader waits first (a poll armed); odd rounds: bytes and FIN
-                // are there before the first read.
-                const bool waits = round % 2 == 0;
-                // (A unique_ptr, not an optional: g++ 12 -O3 warns maybe-uninitialized on the latter.)
-                std::unique_ptr<Started<std::string>> pending;
-                if (waits) {
-                    pending = std::make_unique<Started<std::string>>(rt, eddy::test::read_to_end(*s));  // a 4 KiB buffer: 3 bytes is a short read
-                    REQUIRE(wait_polled(rt, base + 1));
-                }
-                REQUIRE(send_all(peer.get(), "xyz"));
-                REQUIRE(::shutdown(peer.get(), SHUT_WR) == 0);
-                if (!waits) pending = std::make_unique<Started<std::string>>(rt, eddy::test::read_to_end(*s));
-                CHECK(pending->get() == "xyz");
-                CHECK(run(rt, read_count(*s)) == 0);
-                s.reset();
-                REQUIRE(wait_polled(rt, base));  // this round's poll is gone
+    for_each_loopback([&](const SocketAddr& lo, const std::size_t workers) {
+        auto listener = TcpListener::bind(lo);
+        Runtime rt(RuntimeConfig{.workers = workers});
+        const std::size_t base = polled(rt);
+        for (int round = 0; round < 50; ++round) {
+            CAPTURE(round);
+            FileDescriptor peer = plain_connect(listener.local_address());
+            std::optional<TcpStream> s(run(rt, listener.accept()));
+            // Even rounds: the reader waits first (a poll armed); odd rounds: bytes and FIN
+            // are there before the first read.
+            const bool waits = round % 2 == 0;
+            // (A unique_ptr, not an optional: g++ 12 -O3 warns maybe-uninitialized on the latter.)
+            std::unique_ptr<Started<std::string>> pending;
+            if (waits) {
+                pending = std::make_unique<Started<std::string>>(rt, eddy::test::read_to_end(*s));  // a 4 KiB buffer: 3 bytes is a short read
+                REQUIRE(wait_polled(rt, base + 1));
             }
+            REQUIRE(send_all(peer.get(), "xyz"));
+            REQUIRE(::shutdown(peer.get(), SHUT_WR) == 0);
+            if (!waits) pending = std::make_unique<Started<std::string>>(rt, eddy::test::read_to_end(*s));
+            CHECK(pending->get() == "xyz");
+            CHECK(run(rt, read_count(*s)) == 0);
+            s.reset();
+            REQUIRE(wait_polled(rt, base));  // this round's poll is gone
         }
-    }
+    });
 }
 
 // ---- 3. A connection dropped mid-read ----------------------------------------------------
 
 TEST_CASE("a peer closing (FIN) after random chunks with pauses: a 100-byte reader gets every byte, then 0") {
-    for (const SocketAddr& lo : loopbacks()) {
-        for (const std::size_t workers : {std::size_t{1}, std::size_t{2}}) {
-            auto listener = TcpListener::bind(lo);
-            Runtime rt(RuntimeConfig{.workers = workers});
-            for (std::uint32_t round = 0; round < 6; ++round) {
-                const std::uint32_t seed = round * 31 + static_cast<std::uint32_t>(workers) + (lo.is_v4() ? 0u : 1000u);
-                CAPTURE(lo.to_string());
-                CAPTURE(workers);
-                CAPTURE(seed);
-                std::mt19937 rng(seed);
-                struct Chunk {
-                    std::size_t size;
-                    std::chrono::microseconds pause;
-                };
-                std::vector<Chunk> chunks(1 + rng() % 30);
-                std::size_t total = 0;
-                for (auto& c : chunks) {
-                    c.size = 1 + rng() % 4000;
-                    c.pause = std::chrono::microseconds(rng() % 3 == 0 ? 0 : rng() % 2000);
-                    total += c.size;
-                }
-                const std::string payload = as_string(eddy::test::pattern(total, seed + 1));
-                FileDescriptor peer = plain_connect(listener.local_address());
-                TcpStream s = run(rt, listener.accept());
-                Started<std::string> reader(rt, read_all_with(s, 100));
-                std::atomic<bool> send_failed{false};
-                std::thread writer([&, fd = peer.release()] {
-                    std::size_t at = 0;
-                    for (const Chunk& c : chunks) {
-                        if (!send_all(fd, std::string_view(payload).substr(at, c.size))) send_failed.store(true);
-                        at += c.size;
-                        std::this_thread::sleep_for(c.pause);
-                    }
-                    ::close(fd);  // FIN
-                });
-                writer.join();
-                const std::string got = reader.get();
-                CHECK_FALSE(send_failed.load());
-                CHECK(got.size() == total);
-                CHECK(got == payload);
+    for_each_loopback([&](const SocketAddr& lo, const std::size_t workers) {
+        auto listener = TcpListener::bind(lo);
+        Runtime rt(RuntimeConfig{.workers = workers});
+        for (std::uint32_t round = 0; round < 6; ++round) {
+            const std::uint32_t seed = round * 31 + static_cast<std::uint32_t>(workers) + (lo.is_v4() ? 0u : 1000u);
+            CAPTURE(seed);
+            std::mt19937 rng(seed);
+            struct Chunk {
+                std::size_t size;
+                std::chrono::microseconds pause;
+            };
+            std::vector<Chunk> chunks(1 + rng() % 30);
+            std::size_t total = 0;
+            for (auto& c : chunks) {
+                c.size = 1 + rng() % 4000;
+                c.pause = std::chrono::microseconds(rng() % 3 == 0 ? 0 : rng() % 2000);
+                total += c.size;
             }
+            const std::string payload = as_string(eddy::test::pattern(total, seed + 1));
+            FileDescriptor peer = plain_connect(listener.local_address());
+            TcpStream s = run(rt, listener.accept());
+            Started<std::string> reader(rt, read_all_with(s, 100));
+            std::atomic<bool> send_failed{false};
+            std::thread writer([&, fd = peer.release()] {
+                std::size_t at = 0;
+                for (const Chunk& c : chunks) {
+                    if (!send_all(fd, std::string_view(payload).substr(at, c.size))) send_failed.store(true);
+                    at += c.size;
+                    std::this_thread::sleep_for(c.pause);
+                }
+                ::close(fd);  // FIN
+            });
+            writer.join();
+            const std::string got = reader.get();
+            CHECK_FALSE(send_failed.load());
+            CHECK(got.size() == total);
+            CHECK(got == payload);
         }
-    }
+    });
 }
 
 namespace {
@@ -502,148 +483,132 @@ Task<UntilEnd> read_until_end_or_error(TcpStream& s) {
 } // namespace
 
 TEST_CASE("a peer resetting (SO_LINGER 0) while the reader waits: a prefix of the bytes, then ECONNRESET or 0") {
-    for (const SocketAddr& lo : loopbacks()) {
-        for (const std::size_t workers : {std::size_t{1}, std::size_t{2}}) {
-            auto listener = TcpListener::bind(lo);
-            Runtime rt(RuntimeConfig{.workers = workers});
-            int resets = 0;
-            int ends = 0;
-            int whole = 0;
-            for (std::uint32_t round = 0; round < 20; ++round) {
-                const std::uint32_t seed = round * 17 + static_cast<std::uint32_t>(workers) + (lo.is_v4() ? 0u : 1000u);
-                CAPTURE(lo.to_string());
-                CAPTURE(workers);
-                CAPTURE(seed);
-                std::mt19937 rng(seed);
-                const std::size_t total = 1 + rng() % 20000;
-                const std::size_t first = 1 + rng() % total;  // sent in two pieces
-                const auto pause_before = std::chrono::microseconds(rng() % 2000);
-                const auto pause_between = std::chrono::microseconds(rng() % 1000);
-                const auto pause_after = std::chrono::microseconds(rng() % 3 == 0 ? 0 : rng() % 3000);
-                const std::string payload = as_string(eddy::test::pattern(total, seed + 1));
-                FileDescriptor peer = plain_connect(listener.local_address());
-                TcpStream s = run(rt, listener.accept());
-                Started<UntilEnd> reader(rt, read_until_end_or_error(s));
-                std::atomic<bool> peer_failed{false};
-                std::thread writer([&, fd = peer.release()] {
-                    std::this_thread::sleep_for(pause_before);
-                    const std::string_view p(payload);
-                    if (!send_all(fd, p.substr(0, first))) peer_failed.store(true);
-                    std::this_thread::sleep_for(pause_between);
-                    if (!send_all(fd, p.substr(first))) peer_failed.store(true);
-                    std::this_thread::sleep_for(pause_after);
-                    const linger l{1, 0};
-                    if (::setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l) != 0) peer_failed.store(true);
-                    ::close(fd);  // RST
-                });
-                writer.join();
-                const UntilEnd r = reader.get();
-                CHECK_FALSE(peer_failed.load());
-                CHECK(r.data.size() <= total);
-                CHECK(r.data == payload.substr(0, r.data.size()));
-                if (r.error) {
-                    CHECK(r.error == std::errc::connection_reset);
-                    ++resets;
-                } else {
-                    ++ends;
-                }
-                if (r.data.size() == total) ++whole;
+    for_each_loopback([&](const SocketAddr& lo, const std::size_t workers) {
+        auto listener = TcpListener::bind(lo);
+        Runtime rt(RuntimeConfig{.workers = workers});
+        int resets = 0;
+        int ends = 0;
+        int whole = 0;
+        for (std::uint32_t round = 0; round < 20; ++round) {
+            const std::uint32_t seed = round * 17 + static_cast<std::uint32_t>(workers) + (lo.is_v4() ? 0u : 1000u);
+            CAPTURE(seed);
+            std::mt19937 rng(seed);
+            const std::size_t total = 1 + rng() % 20000;
+            const std::size_t first = 1 + rng() % total;  // sent in two pieces
+            const auto pause_before = std::chrono::microseconds(rng() % 2000);
+            const auto pause_between = std::chrono::microseconds(rng() % 1000);
+            const auto pause_after = std::chrono::microseconds(rng() % 3 == 0 ? 0 : rng() % 3000);
+            const std::string payload = as_string(eddy::test::pattern(total, seed + 1));
+            FileDescriptor peer = plain_connect(listener.local_address());
+            TcpStream s = run(rt, listener.accept());
+            Started<UntilEnd> reader(rt, read_until_end_or_error(s));
+            std::atomic<bool> peer_failed{false};
+            std::thread writer([&, fd = peer.release()] {
+                std::this_thread::sleep_for(pause_before);
+                const std::string_view p(payload);
+                if (!send_all(fd, p.substr(0, first))) peer_failed.store(true);
+                std::this_thread::sleep_for(pause_between);
+                if (!send_all(fd, p.substr(first))) peer_failed.store(true);
+                std::this_thread::sleep_for(pause_after);
+                const linger l{1, 0};
+                if (::setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l) != 0) peer_failed.store(true);
+                ::close(fd);  // RST
+            });
+            writer.join();
+            const UntilEnd r = reader.get();
+            CHECK_FALSE(peer_failed.load());
+            CHECK(r.data.size() <= total);
+            CHECK(r.data == payload.substr(0, r.data.size()));
+            if (r.error) {
+                CHECK(r.error == std::errc::connection_reset);
+                ++resets;
+            } else {
+                ++ends;
             }
-            MESSAGE(lo.to_string() << ", " << workers << " worker(s): " << resets << " ended with ECONNRESET, " << ends
-                                   << " with 0; " << whole << " of 20 got every byte");
+            if (r.data.size() == total) ++whole;
         }
-    }
+        MESSAGE(lo.to_string() << ", " << workers << " worker(s): " << resets << " ended with ECONNRESET, " << ends
+                               << " with 0; " << whole << " of 20 got every byte");
+    });
 }
 
 // ---- 4. close() from another task while tasks wait ---------------------------------------
 
 TEST_CASE("close() from another task ends a write_all waiting on a full socket with EPIPE") {
     const std::vector<std::byte> payload = eddy::test::pattern(std::size_t{4} << 20);
-    for (const SocketAddr& lo : loopbacks()) {
-        for (const std::size_t workers : {std::size_t{1}, std::size_t{2}}) {
-            CAPTURE(lo.to_string());
-            CAPTURE(workers);
-            auto listener = TcpListener::bind(lo);
-            Runtime rt(RuntimeConfig{.workers = workers});
-            FileDescriptor peer = plain_connect(listener.local_address(), 4096);  // never reads until the end
-            TcpStream s = run(rt, listener.accept());
-            eddy::test::set_int_sockopt(s.native_handle(), SOL_SOCKET, SO_SNDBUF, 4096);
-            const std::size_t base = polled(rt);
+    for_each_loopback([&](const SocketAddr& lo, const std::size_t workers) {
+        auto listener = TcpListener::bind(lo);
+        Runtime rt(RuntimeConfig{.workers = workers});
+        FileDescriptor peer = plain_connect(listener.local_address(), 4096);  // never reads until the end
+        TcpStream s = run(rt, listener.accept());
+        eddy::test::set_int_sockopt(s.native_handle(), SOL_SOCKET, SO_SNDBUF, 4096);
+        const std::size_t base = polled(rt);
 
-            Started<std::error_code> writer(rt, error_of(write_all_task(s, payload)));
-            REQUIRE(wait_polled(rt, base + 1));  // 4 MiB do not fit: write_all waits for room
-            CHECK_FALSE(writer.ready());
-            run(rt, close_stream(s));
-            CHECK(writer.get() == std::errc::broken_pipe);
-            CHECK(s.native_handle() == -1);
-            CHECK(wait_polled(rt, base));
+        Started<std::error_code> writer(rt, error_of(write_all_task(s, payload)));
+        REQUIRE(wait_polled(rt, base + 1));  // 4 MiB do not fit: write_all waits for room
+        CHECK_FALSE(writer.ready());
+        run(rt, close_stream(s));
+        CHECK(writer.get() == std::errc::broken_pipe);
+        CHECK(s.native_handle() == -1);
+        CHECK(wait_polled(rt, base));
 
-            // The peer reads what was sent before the close, in order, then end of stream.
-            std::string got;
-            std::array<char, 4096> buf;
-            for (;;) {
-                const ssize_t n = ::recv(peer.get(), buf.data(), buf.size(), 0);
-                if (n < 0 && errno == EINTR) continue;
-                REQUIRE(n >= 0);
-                if (n == 0) break;
-                got.append(buf.data(), static_cast<std::size_t>(n));
-            }
-            CHECK(got.size() < payload.size());
-            CHECK(got == text(std::span(payload).first(got.size())));
+        // The peer reads what was sent before the close, in order, then end of stream.
+        std::string got;
+        std::array<char, 4096> buf;
+        for (;;) {
+            const ssize_t n = ::recv(peer.get(), buf.data(), buf.size(), 0);
+            if (n < 0 && errno == EINTR) continue;
+            REQUIRE(n >= 0);
+            if (n == 0) break;
+            got.append(buf.data(), static_cast<std::size_t>(n));
         }
-    }
+        CHECK(got.size() < payload.size());
+        CHECK(got == text(std::span(payload).first(got.size())));
+    });
 }
 
 TEST_CASE("close() while a read and a write_all wait on the same stream: the read returns 0, the write fails with EPIPE") {
     const std::vector<std::byte> payload = eddy::test::pattern(std::size_t{4} << 20);
-    for (const SocketAddr& lo : loopbacks()) {
-        for (const std::size_t workers : {std::size_t{1}, std::size_t{2}}) {
-            CAPTURE(lo.to_string());
-            CAPTURE(workers);
-            auto listener = TcpListener::bind(lo);
-            Runtime rt(RuntimeConfig{.workers = workers});
-            FileDescriptor peer = plain_connect(listener.local_address(), 4096);  // never writes nor reads
-            TcpStream s = run(rt, listener.accept());
-            eddy::test::set_int_sockopt(s.native_handle(), SOL_SOCKET, SO_SNDBUF, 4096);
-            const std::size_t base = polled(rt);
+    for_each_loopback([&](const SocketAddr& lo, const std::size_t workers) {
+        auto listener = TcpListener::bind(lo);
+        Runtime rt(RuntimeConfig{.workers = workers});
+        FileDescriptor peer = plain_connect(listener.local_address(), 4096);  // never writes nor reads
+        TcpStream s = run(rt, listener.accept());
+        eddy::test::set_int_sockopt(s.native_handle(), SOL_SOCKET, SO_SNDBUF, 4096);
+        const std::size_t base = polled(rt);
 
-            Started<std::size_t> reader(rt, read_count(s));
-            REQUIRE(wait_polled(rt, base + 1));  // the read waits
-            std::atomic<bool> writing{false};
-            Started<std::error_code> writer(rt, error_of(write_all_task(s, payload, &writing)));
-            REQUIRE(spin_until(writing));
-            quiesce(rt, workers);  // the write_all has filled the socket and waits too
-            CHECK_FALSE(reader.ready());
-            CHECK_FALSE(writer.ready());
-            run(rt, close_stream(s));
-            CHECK(reader.get() == 0);
-            CHECK(writer.get() == std::errc::broken_pipe);
-            CHECK(wait_polled(rt, base));
-        }
-    }
+        Started<std::size_t> reader(rt, read_count(s));
+        REQUIRE(wait_polled(rt, base + 1));  // the read waits
+        std::atomic<bool> writing{false};
+        Started<std::error_code> writer(rt, error_of(write_all_task(s, payload, &writing)));
+        REQUIRE(spin_until(writing));
+        quiesce(rt, workers);  // the write_all has filled the socket and waits too
+        CHECK_FALSE(reader.ready());
+        CHECK_FALSE(writer.ready());
+        run(rt, close_stream(s));
+        CHECK(reader.get() == 0);
+        CHECK(writer.get() == std::errc::broken_pipe);
+        CHECK(wait_polled(rt, base));
+    });
 }
 
 TEST_CASE("close() from another task ends every accept waiting on the listener with EINVAL") {
-    for (const SocketAddr& lo : loopbacks()) {
-        for (const std::size_t workers : {std::size_t{1}, std::size_t{2}}) {
-            CAPTURE(lo.to_string());
-            CAPTURE(workers);
-            auto listener = TcpListener::bind(lo);
-            Runtime rt(RuntimeConfig{.workers = workers});
-            const std::size_t base = polled(rt);
-            std::vector<Started<std::error_code>> acceptors;
-            acceptors.emplace_back(rt, error_of(listener.accept()));
-            REQUIRE(wait_polled(rt, base + 1));
-            acceptors.emplace_back(rt, error_of(listener.accept()));
-            acceptors.emplace_back(rt, error_of(listener.accept_with_address()));
-            quiesce(rt, workers);  // all three wait
-            for (auto& a : acceptors) CHECK_FALSE(a.ready());
-            run(rt, close_listener(listener));
-            for (auto& a : acceptors) CHECK(a.get() == std::errc::invalid_argument);
-            CHECK(wait_polled(rt, base));
-            CHECK(listener.native_handle() == -1);
-        }
-    }
+    for_each_loopback([&](const SocketAddr& lo, const std::size_t workers) {
+        auto listener = TcpListener::bind(lo);
+        Runtime rt(RuntimeConfig{.workers = workers});
+        const std::size_t base = polled(rt);
+        std::vector<Started<std::error_code>> acceptors;
+        acceptors.emplace_back(rt, error_of(listener.accept()));
+        REQUIRE(wait_polled(rt, base + 1));
+        acceptors.emplace_back(rt, error_of(listener.accept()));
+        acceptors.emplace_back(rt, error_of(listener.accept_with_address()));
+        quiesce(rt, workers);  // all three wait
+        for (auto& a : acceptors) CHECK_FALSE(a.ready());
+        run(rt, close_listener(listener));
+        for (auto& a : acceptors) CHECK(a.get() == std::errc::invalid_argument);
+        CHECK(wait_polled(rt, base));
+        CHECK(listener.native_handle() == -1);
+    });
 }
 
 // ---- The first wait of a socket, in two tasks at once ------------------------------------
@@ -795,71 +760,67 @@ Task<Accepted> acceptor(TcpListener& listener, std::stop_token stop, std::array<
 } // namespace
 
 TEST_CASE("four tasks accepting on one listener: 100 connections each accepted once, all stopped by one stop_source") {
-    for (const SocketAddr& lo : loopbacks()) {
-        for (const std::size_t workers : {std::size_t{1}, std::size_t{2}}) {
-            CAPTURE(lo.to_string());
-            CAPTURE(workers);
-            const std::size_t fds_before = open_fds();
-            {
-                auto listener = TcpListener::bind(lo);
-                const SocketAddr addr = listener.local_address();
-                std::array<std::atomic<int>, kClients> seen{};
-                std::atomic<int> accepted{0};
-                Runtime rt(RuntimeConfig{.workers = workers});
-                std::stop_source stop;
-                std::vector<Started<Accepted>> acceptors;
-                const std::size_t base = polled(rt);
-                for (int i = 0; i < 4; ++i) acceptors.emplace_back(rt, acceptor(listener, stop.get_token(), seen, accepted));
-                quiesce(rt, workers);
-                CHECK(settled_polled(rt, base + 1) == base + 1);  // one poll for the listener, however many wait
+    for_each_loopback([&](const SocketAddr& lo, const std::size_t workers) {
+        const std::size_t fds_before = open_fds();
+        {
+            auto listener = TcpListener::bind(lo);
+            const SocketAddr addr = listener.local_address();
+            std::array<std::atomic<int>, kClients> seen{};
+            std::atomic<int> accepted{0};
+            Runtime rt(RuntimeConfig{.workers = workers});
+            std::stop_source stop;
+            std::vector<Started<Accepted>> acceptors;
+            const std::size_t base = polled(rt);
+            for (int i = 0; i < 4; ++i) acceptors.emplace_back(rt, acceptor(listener, stop.get_token(), seen, accepted));
+            quiesce(rt, workers);
+            CHECK(settled_polled(rt, base + 1) == base + 1);  // one poll for the listener, however many wait
 
-                // Four plain threads connect 25 clients each and send their ids.
-                std::vector<FileDescriptor> clients(kClients);
-                std::atomic<int> client_failures{0};
-                std::vector<std::thread> threads;
-                for (int t = 0; t < 4; ++t) {
-                    threads.emplace_back([&, t] {
-                        for (int i = t; i < kClients; i += 4) {
-                            FileDescriptor fd(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
-                            if (fd.get() < 0 || connect_blocking(fd.get(), addr) != 0) {
-                                client_failures.fetch_add(1);
-                                continue;
-                            }
-                            const auto id = static_cast<std::uint32_t>(i);
-                            std::array<std::byte, 4> raw;
-                            std::memcpy(raw.data(), &id, sizeof id);
-                            if (!send_all(fd.get(), raw)) client_failures.fetch_add(1);
-                            clients[static_cast<std::size_t>(i)] = std::move(fd);
+            // Four plain threads connect 25 clients each and send their ids.
+            std::vector<FileDescriptor> clients(kClients);
+            std::atomic<int> client_failures{0};
+            std::vector<std::thread> threads;
+            for (int t = 0; t < 4; ++t) {
+                threads.emplace_back([&, t] {
+                    for (int i = t; i < kClients; i += 4) {
+                        FileDescriptor fd(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
+                        if (fd.get() < 0 || connect_blocking(fd.get(), addr) != 0) {
+                            client_failures.fetch_add(1);
+                            continue;
                         }
-                    });
-                }
-                for (auto& th : threads) th.join();
-                REQUIRE(client_failures.load() == 0);
+                        const auto id = static_cast<std::uint32_t>(i);
+                        std::array<std::byte, 4> raw;
+                        std::memcpy(raw.data(), &id, sizeof id);
+                        if (!send_all(fd.get(), raw)) client_failures.fetch_add(1);
+                        clients[static_cast<std::size_t>(i)] = std::move(fd);
+                    }
+                });
+            }
+            for (auto& th : threads) th.join();
+            REQUIRE(client_failures.load() == 0);
 
-                const auto deadline = Clock::now() + kDeadline;
-                while (accepted.load() < kClients && !past(deadline)) std::this_thread::sleep_for(1ms);
-                CHECK(accepted.load() == kClients);
-                stop.request_stop();  // from this plain thread: every acceptor waits in accept
-                std::size_t streams = 0;
-                int bad_ids = 0;
-                for (auto& a : acceptors) {
-                    Accepted r = a.get();
-                    CHECK(r.cancelled);
-                    streams += r.streams.size();
-                    bad_ids += r.bad_ids;
-                }
-                CHECK(streams == static_cast<std::size_t>(kClients));
-                CHECK(bad_ids == 0);
-                for (int i = 0; i < kClients; ++i) {
-                    CAPTURE(i);
-                    CHECK(seen[static_cast<std::size_t>(i)].load() == 1);
-                }
-                // Nothing more was accepted after the stop: the backlog is empty.
-                CHECK(accepted.load() == kClients);
-            }  // clients, the accepted streams (in the results), the listener and the runtime close
-            CHECK(open_fds() == fds_before);
-        }
-    }
+            const auto deadline = Clock::now() + kDeadline;
+            while (accepted.load() < kClients && !past(deadline)) std::this_thread::sleep_for(1ms);
+            CHECK(accepted.load() == kClients);
+            stop.request_stop();  // from this plain thread: every acceptor waits in accept
+            std::size_t streams = 0;
+            int bad_ids = 0;
+            for (auto& a : acceptors) {
+                Accepted r = a.get();
+                CHECK(r.cancelled);
+                streams += r.streams.size();
+                bad_ids += r.bad_ids;
+            }
+            CHECK(streams == static_cast<std::size_t>(kClients));
+            CHECK(bad_ids == 0);
+            for (int i = 0; i < kClients; ++i) {
+                CAPTURE(i);
+                CHECK(seen[static_cast<std::size_t>(i)].load() == 1);
+            }
+            // Nothing more was accepted after the stop: the backlog is empty.
+            CHECK(accepted.load() == kClients);
+        }  // clients, the accepted streams (in the results), the listener and the runtime close
+        CHECK(open_fds() == fds_before);
+    });
 }
 
 // ---- 6. A completion while a worker is busy ----------------------------------------------
@@ -892,37 +853,33 @@ Task<Reply> read_ping(TcpStream& s) {
 } // namespace
 
 TEST_CASE("a read completion is run by the idle worker while the other computes for 300 ms; with one worker, after it") {
-    for (const SocketAddr& lo : loopbacks()) {
-        for (const std::size_t workers : {std::size_t{2}, std::size_t{1}}) {
-            CAPTURE(lo.to_string());
-            CAPTURE(workers);
-            auto listener = TcpListener::bind(lo);
-            Runtime rt(RuntimeConfig{.workers = workers});
-            FileDescriptor peer = plain_connect(listener.local_address());
-            TcpStream s = run(rt, listener.accept());
-            const std::size_t base = polled(rt);
+    for_each_loopback({2, 1}, [&](const SocketAddr& lo, const std::size_t workers) {
+        auto listener = TcpListener::bind(lo);
+        Runtime rt(RuntimeConfig{.workers = workers});
+        FileDescriptor peer = plain_connect(listener.local_address());
+        TcpStream s = run(rt, listener.accept());
+        const std::size_t base = polled(rt);
 
-            Started<Reply> reader(rt, read_ping(s));
-            REQUIRE(wait_polled(rt, base + 1));  // waiting
-            std::atomic<bool> computing{false};
-            Started<Clock::time_point> busy(rt, compute(300ms, computing));
-            REQUIRE(spin_until(computing));
-            std::atomic<bool> send_failed{false};
-            std::thread writer([&] {
-                std::this_thread::sleep_for(20ms);
-                if (!send_all(peer.get(), "ping")) send_failed.store(true);
-            });
-            writer.join();
-            const Reply r = reader.get();
-            const Clock::time_point computed = busy.get();
-            CHECK_FALSE(send_failed.load());
-            CHECK(r.data == "ping");
-            if (workers == 2)
-                CHECK(r.at < computed);  // the idle worker ran it: no waiting for the computation
-            else
-                CHECK(r.at >= computed);  // the only worker was busy: it ran the read afterwards
-        }
-    }
+        Started<Reply> reader(rt, read_ping(s));
+        REQUIRE(wait_polled(rt, base + 1));  // waiting
+        std::atomic<bool> computing{false};
+        Started<Clock::time_point> busy(rt, compute(300ms, computing));
+        REQUIRE(spin_until(computing));
+        std::atomic<bool> send_failed{false};
+        std::thread writer([&] {
+            std::this_thread::sleep_for(20ms);
+            if (!send_all(peer.get(), "ping")) send_failed.store(true);
+        });
+        writer.join();
+        const Reply r = reader.get();
+        const Clock::time_point computed = busy.get();
+        CHECK_FALSE(send_failed.load());
+        CHECK(r.data == "ping");
+        if (workers == 2)
+            CHECK(r.at < computed);  // the idle worker ran it: no waiting for the computation
+        else
+            CHECK(r.at >= computed);  // the only worker was busy: it ran the read afterwards
+    });
 }
 
 // ---- 7. Many readers woken at once --------------------------------------------------------
@@ -946,44 +903,40 @@ Task<std::vector<std::string>> read_messages(std::vector<TcpStream>& streams, in
 
 TEST_CASE("64 readers waiting on 64 connections are all woken by a peer writing to every one at once") {
     constexpr int kConns = 64;
-    for (const SocketAddr& lo : loopbacks()) {
-        for (const std::size_t workers : {std::size_t{1}, std::size_t{2}}) {
-            CAPTURE(lo.to_string());
-            CAPTURE(workers);
-            auto listener = TcpListener::bind(lo);
-            Runtime rt(RuntimeConfig{.workers = workers});
-            std::vector<FileDescriptor> peers;
-            std::vector<TcpStream> streams;
-            for (int i = 0; i < kConns; ++i) {
-                peers.push_back(plain_connect(listener.local_address()));
-                streams.push_back(run(rt, listener.accept()));
-            }
-            const std::size_t base = polled(rt);
-            for (int round = 0; round < 3; ++round) {
-                CAPTURE(round);
-                Started<std::vector<std::string>> all(rt, read_messages(streams, round));
-                // The first round: every reader queued itself (one poll per socket). Later
-                // rounds reuse the armed polls; they wait (almost always) after the quiesce.
-                if (round == 0) REQUIRE(wait_polled(rt, base + kConns));
-                quiesce(rt, workers);
-                CHECK_FALSE(all.ready());
-                std::atomic<int> send_failures{0};
-                std::thread writer([&] {
-                    for (int i = 0; i < kConns; ++i)
-                        if (!send_all(peers[static_cast<std::size_t>(i)].get(), message(i, round))) send_failures.fetch_add(1);
-                });
-                writer.join();
-                const std::vector<std::string> got = all.get();
-                CHECK(send_failures.load() == 0);
-                REQUIRE(got.size() == static_cast<std::size_t>(kConns));
-                for (int i = 0; i < kConns; ++i) {
-                    CAPTURE(i);
-                    CHECK(got[static_cast<std::size_t>(i)] == message(i, round));
-                }
-                CHECK(polled(rt) == base + kConns);  // one poll per socket, armed once for its life
-            }
-            streams.clear();
-            CHECK(wait_polled(rt, base));
+    for_each_loopback([&](const SocketAddr& lo, const std::size_t workers) {
+        auto listener = TcpListener::bind(lo);
+        Runtime rt(RuntimeConfig{.workers = workers});
+        std::vector<FileDescriptor> peers;
+        std::vector<TcpStream> streams;
+        for (int i = 0; i < kConns; ++i) {
+            peers.push_back(plain_connect(listener.local_address()));
+            streams.push_back(run(rt, listener.accept()));
         }
-    }
+        const std::size_t base = polled(rt);
+        for (int round = 0; round < 3; ++round) {
+            CAPTURE(round);
+            Started<std::vector<std::string>> all(rt, read_messages(streams, round));
+            // The first round: every reader queued itself (one poll per socket). Later
+            // rounds reuse the armed polls; they wait (almost always) after the quiesce.
+            if (round == 0) REQUIRE(wait_polled(rt, base + kConns));
+            quiesce(rt, workers);
+            CHECK_FALSE(all.ready());
+            std::atomic<int> send_failures{0};
+            std::thread writer([&] {
+                for (int i = 0; i < kConns; ++i)
+                    if (!send_all(peers[static_cast<std::size_t>(i)].get(), message(i, round))) send_failures.fetch_add(1);
+            });
+            writer.join();
+            const std::vector<std::string> got = all.get();
+            CHECK(send_failures.load() == 0);
+            REQUIRE(got.size() == static_cast<std::size_t>(kConns));
+            for (int i = 0; i < kConns; ++i) {
+                CAPTURE(i);
+                CHECK(got[static_cast<std::size_t>(i)] == message(i, round));
+            }
+            CHECK(polled(rt) == base + kConns);  // one poll per socket, armed once for its life
+        }
+        streams.clear();
+        CHECK(wait_polled(rt, base));
+    });
 }

@@ -50,6 +50,7 @@ using eddy::test::Connection;
 using eddy::test::connect_pair;
 using eddy::test::echo;
 using eddy::test::error_of;
+using eddy::test::for_each_loopback;
 using eddy::test::loopbacks;
 using eddy::test::read_to_end;
 using eddy::test::run;
@@ -283,22 +284,18 @@ Task<BigTransfer> big_transfer(TcpListener& listener, const std::vector<std::byt
 
 TEST_CASE("write_all of 8 MiB to a slow reader arrives whole and in order") {
     const std::vector<std::byte> payload = eddy::test::pattern(kBig);
-    for (const SocketAddr& lo : loopbacks()) {
-        // One worker: the writer must suspend (not block the thread) for the reader to run.
-        for (const std::size_t workers : {std::size_t{1}, std::size_t{2}}) {
-            CAPTURE(lo.to_string());
-            CAPTURE(workers);
-            auto listener = TcpListener::bind(lo);
-            // Inherited by accepted sockets; set before the handshake so the window is small.
-            eddy::test::set_int_sockopt(listener.native_handle(), SOL_SOCKET, SO_RCVBUF, 64 * 1024);
-            Runtime rt(RuntimeConfig{.workers = workers});
-            const BigTransfer t = run(rt, big_transfer(listener, payload));
-            CHECK_FALSE(t.writer_done_at_first_read);  // the writer had to wait for the reader
-            CHECK(t.received.size() == payload.size());
-            CHECK(t.received == payload);
-            CHECK(t.reads > kBig / (16 * 1024));  // at most 16 KiB per read, then the 0 of the end
-        }
-    }
+    // One worker: the writer must suspend (not block the thread) for the reader to run.
+    for_each_loopback([&](const SocketAddr& lo, const std::size_t workers) {
+        auto listener = TcpListener::bind(lo);
+        // Inherited by accepted sockets; set before the handshake so the window is small.
+        eddy::test::set_int_sockopt(listener.native_handle(), SOL_SOCKET, SO_RCVBUF, 64 * 1024);
+        Runtime rt(RuntimeConfig{.workers = workers});
+        const BigTransfer t = run(rt, big_transfer(listener, payload));
+        CHECK_FALSE(t.writer_done_at_first_read);  // the writer had to wait for the reader
+        CHECK(t.received.size() == payload.size());
+        CHECK(t.received == payload);
+        CHECK(t.reads > kBig / (16 * 1024));  // at most 16 KiB per read, then the 0 of the end
+    });
 }
 
 namespace {

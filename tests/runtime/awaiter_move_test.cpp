@@ -2,7 +2,7 @@
 // out moves until it is first awaited (a combinator that owns its operation moves it into
 // itself), and the moved operation still works: it waits on the same primitive, takes the
 // same value, holds the same lock. A moved operation dropped unawaited, with its source,
-// leaves the primitive as it was. The I/O operations are in tests/io/ and tests/net/.
+// leaves the primitive as it was. The I/O operations are in tests/reactor/ and tests/net/.
 #include <doctest/doctest.h>
 
 #include <cstddef>

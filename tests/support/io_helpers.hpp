@@ -1,4 +1,5 @@
-// tests/support/io_helpers.hpp: small helpers shared by the reactor tests (tests/io/).
+// tests/support/io_helpers.hpp: small helpers shared by the tests that drive the reactor
+// (tests/reactor/, tests/time/, tests/runtime/task_dump_test.cpp, tests/stress/).
 //
 // Reading and writing a whole buffer through the reactor, classifying how an awaited
 // operation ended, polling an atomic counter with a deadline, and checking from the test

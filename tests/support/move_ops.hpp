@@ -1,4 +1,4 @@
-// tests/support/move_ops.hpp: what the awaiter_move tests (tests/runtime/, tests/io/,
+// tests/support/move_ops.hpp: what the awaiter_move tests (tests/runtime/, tests/reactor/,
 // tests/net/) share: naming the type a public call returns, moving an operation before its
 // first await the way a combinator that owns it does (with_timeout(stream.read(buf), 1s)),
 // and running a test body alone on one worker.

@@ -1,9 +1,10 @@
 // tests/support/net_helpers.hpp: helpers shared by the socket, file and pipe tests
-// (tests/net/, tests/fs/, tests/io/pipe_test.cpp).
+// (tests/net/, tests/fs/, tests/streams/pipe_test.cpp).
 //
 // run() drives one task on a runtime and waits for it with kDeadline, so a lost wake-up fails
 // the test instead of hanging it; TempDir is a scratch directory under /tmp that removes
-// itself; the TCP helpers make a connected pair, read to end of stream and echo; the rest
+// itself; the TCP helpers make a connected pair, read to end of stream and echo;
+// for_each_loopback runs a case on every loopback address and worker count; the rest
 // converts between text and bytes, makes test payloads, and adjusts socket options and
 // RLIMIT_NOFILE.
 #pragma once
@@ -24,6 +25,7 @@
 #include <exception>
 #include <filesystem>
 #include <future>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -192,6 +194,27 @@ inline std::vector<net::SocketAddr> loopbacks() {
     else
         MESSAGE("::1 cannot be bound here: the IPv6 half of this test is skipped");
     return v;
+}
+
+/// The scaffold of the socket tests that run a case on every loopback address and on runtimes
+/// of 1 and 2 workers (one worker: every wake-up runs on the thread that computes; two: a
+/// completion can land on the other): body(lo, workers) for each pair, the address's loop
+/// outside, with both CAPTUREd so that a failing CHECK names the pair.
+template <class Body>
+void for_each_loopback(std::initializer_list<std::size_t> worker_counts, Body&& body) {
+    for (const net::SocketAddr& lo : loopbacks()) {
+        for (const std::size_t workers : worker_counts) {
+            CAPTURE(lo.to_string());
+            CAPTURE(workers);
+            body(lo, workers);
+        }
+    }
+}
+
+/// for_each_loopback with 1 worker, then 2.
+template <class Body>
+void for_each_loopback(Body&& body) {
+    for_each_loopback({1, 2}, std::forward<Body>(body));
 }
 
 inline void set_int_sockopt(int fd, int level, int name, int value) {

@@ -1,7 +1,6 @@
 // runtime/blocking_pool.cpp: see blocking_pool.hpp.
 #include "blocking_pool.hpp"
 
-#include "scheduler.hpp"
 #include "settings.hpp"
 
 #include <cstdio>
@@ -140,11 +139,6 @@ std::size_t BlockingPool::busy() const {
     const State& s = *state_;
     std::lock_guard lock(s.lock);
     return s.queue.size() + s.running;
-}
-
-void submit_blocking(Scheduler* sched, BlockingJob& job, const char* what) {
-    if (sched == nullptr) throw WrongThread(std::string(what) + " needs to run on an eddy runtime worker thread");
-    sched->blocking().submit(job);
 }
 
 } // namespace eddy::detail

@@ -61,6 +61,11 @@ Scheduler& require_worker(const char* what) {
     return w->scheduler();
 }
 
+void submit_blocking(Scheduler* sched, BlockingJob& job, const char* what) {
+    if (sched == nullptr) throw WrongThread(std::string(what) + " needs to run on an eddy runtime worker thread");
+    sched->blocking().submit(job);
+}
+
 void spawn_root(Scheduler* sched, PromiseBase& p, std::coroutine_handle<> frame) {
     if (sched == nullptr) {
         frame.destroy();

@@ -124,12 +124,20 @@ Scheduler::Scheduler(std::size_t workers, RuntimeConfig config)
       id_(g_next_id.fetch_add(1, std::memory_order_relaxed)),
       idle_(workers),
       blocking_(config_),
-      pause_(workers),
+      pause_(workers, stopping_),
       clock_(config_.clock) {
     calibrate_sched_ticks();  // once per process: the scheduling-delay histograms' clock
     workers_.reserve(workers);
     for (std::size_t i = 0; i < workers; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
-    watchdog_ = std::make_unique<Watchdog>(*this);
+    // Each subsystem gets what it works on, not the scheduler.
+    std::vector<Worker*> watched;
+    std::vector<Parker*> parkers;
+    for (auto& w : workers_) {
+        watched.push_back(w.get());
+        parkers.push_back(&w->parker());
+    }
+    pause_.attach(std::move(parkers));
+    watchdog_ = std::make_unique<Watchdog>(config_, std::move(watched), [this] { notify_parked(); });
     std::lock_guard lock(g_live_mutex);
     g_live.emplace(id_, this);
 }

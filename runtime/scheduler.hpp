@@ -22,6 +22,15 @@
 //      destroyed, waiting if that task's completer is handing it over right then. Destroying a frame destroys what it owns: its awaited child tasks,
 //      when_all children, and JoinHandles, which detach their tasks (destroyed in turn).
 // Steps 3 and 4 run with no worker alive, so no frame can be resumed while it is destroyed.
+//
+// # Who sees this header
+// The scheduler is not a hub: each subsystem gets what it works on when the scheduler builds
+// it, and includes nothing of the scheduler. The watchdog gets the config, its workers and a
+// way to wake one; the worker pause the stop flag and the parkers; the blocking pool and the
+// clock their settings; the I/O driver its DriverHost (eddy/runtime/detail/driver.hpp). What
+// includes this header: the workers (worker.cpp, the scheduler's own threads), and the entry
+// points that find a runtime from a thread or a Runtime object (runtime.cpp, time_api.cpp,
+// task_dump.cpp, driver_host.cpp).
 #pragma once
 
 #include "private.hpp"

@@ -224,7 +224,7 @@ TaskDump partial_dump(Scheduler& sched, std::vector<std::size_t> busy) {
 
 TaskDump dump_scheduler(Scheduler& sched, bool from_worker, std::chrono::nanoseconds patience) {
     const std::size_t self = from_worker ? current_worker()->index() : 0;
-    WorkerPause::Outcome paused = sched.pause().pause(sched, from_worker ? &self : nullptr, patience);
+    WorkerPause::Outcome paused = sched.pause().pause(from_worker ? &self : nullptr, patience);
     if (!paused.ok) throw RuntimeStopped("eddy: task dump of a runtime that is shutting down");
     if (!paused.busy.empty()) return partial_dump(sched, std::move(paused.busy));
     struct Resume {

@@ -1,7 +1,6 @@
 // runtime/watchdog.cpp: see watchdog.hpp.
 #include "watchdog.hpp"
 
-#include "scheduler.hpp"
 #include "worker.hpp"
 
 #include <cstdio>
@@ -9,17 +8,19 @@
 
 namespace eddy::detail {
 
-Watchdog::Watchdog(Scheduler& sched)
-    : sched_(sched),
-      threshold_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(sched.config().slow_poll_threshold).count()),
-      seen_(sched.num_workers()) {}
+Watchdog::Watchdog(const RuntimeConfig& config, std::vector<Worker*> workers, std::function<void()> wake_a_worker)
+    : config_(config),
+      workers_(std::move(workers)),
+      wake_a_worker_(std::move(wake_a_worker)),
+      threshold_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(config.slow_poll_threshold).count()),
+      seen_(workers_.size()) {}
 
 void Watchdog::check(std::int64_t now_ns) noexcept {
     if (now_ns - last_check_ns_ < kWatchIntervalNs) return;
     last_check_ns_ = now_ns;
     for (std::size_t i = 0; i < seen_.size(); ++i) {
         Seen& s = seen_[i];
-        Worker& w = sched_.worker(i);
+        Worker& w = *workers_[i];
         const std::uint64_t seq = w.poll_seq();
         if (seq != s.seq || (seq & 1) == 0) {
             if (s.slot_freed) w.mark_stale(0);  // that poll is over
@@ -36,7 +37,7 @@ void Watchdog::check(std::int64_t now_ns) noexcept {
             // At every look while the task waits: a worker that was searching when we first
             // asked (so none was woken) may have looked at the slot before it was marked, and
             // parked since.
-            sched_.notify_parked();  // a worker that wakes looks at the slot (steal_work)
+            wake_a_worker_();  // a worker that wakes looks at the slot (steal_work)
         }
         if (threshold_ns_ > 0 && !s.reported && running >= threshold_ns_) {
             s.reported = true;
@@ -47,11 +48,11 @@ void Watchdog::check(std::int64_t now_ns) noexcept {
 }
 
 void Watchdog::report(std::size_t worker, std::int64_t running_ns) noexcept {
-    const auto& hook = sched_.config().on_slow_poll;
+    const auto& hook = config_.on_slow_poll;
     if (!hook) {
         std::fprintf(stderr, "eddy: worker %zu has run one task for %.1f ms without suspending (slow_poll_threshold %lld ms)\n",
                      worker, static_cast<double>(running_ns) / 1e6,
-                     static_cast<long long>(sched_.config().slow_poll_threshold.count()));
+                     static_cast<long long>(config_.slow_poll_threshold.count()));
         return;
     }
     try {

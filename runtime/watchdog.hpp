@@ -24,11 +24,14 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
+
+#include <eddy/runtime/config.hpp>
 
 namespace eddy::detail {
 
-class Scheduler;
+class Worker;
 
 /// How long a poll runs before a task in its worker's LIFO slot may go to another worker. A
 /// guess: long enough that request/response pairs keep their warm core, short next to the
@@ -40,7 +43,9 @@ inline constexpr std::int64_t kWatchIntervalNs = 100'000;
 
 class Watchdog {
 public:
-    explicit Watchdog(Scheduler& sched);
+    /// Watches `workers` (in index order) against `config`'s slow-poll threshold and hook;
+    /// `wake_a_worker` wakes one parked worker to take a stale LIFO slot's task.
+    Watchdog(const RuntimeConfig& config, std::vector<Worker*> workers, std::function<void()> wake_a_worker);
     Watchdog(const Watchdog&) = delete;
     Watchdog& operator=(const Watchdog&) = delete;
 
@@ -60,7 +65,9 @@ private:
     };
     void report(std::size_t worker, std::int64_t running_ns) noexcept;
 
-    Scheduler& sched_;
+    const RuntimeConfig& config_;
+    const std::vector<Worker*> workers_;
+    const std::function<void()> wake_a_worker_;
     const std::int64_t threshold_ns_;  // 0: no reports
     std::int64_t last_check_ns_ = 0;
     std::vector<Seen> seen_;  // one per worker; sized at construction

@@ -1,8 +1,7 @@
 // runtime/worker_pause.cpp: see worker_pause.hpp.
 #include "worker_pause.hpp"
 
-#include "scheduler.hpp"
-#include "worker.hpp"
+#include "parker.hpp"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -13,7 +12,8 @@
 
 namespace eddy::detail {
 
-WorkerPause::WorkerPause(std::size_t workers) : slots_(std::make_unique<Slot[]>(workers)) {}
+WorkerPause::WorkerPause(std::size_t workers, const std::atomic<bool>& stopping)
+    : stopping_(stopping), slots_(std::make_unique<Slot[]>(workers)) {}
 
 void WorkerPause::wait_out(std::size_t index, void* held) noexcept {
     const std::uint32_t g = gen_.load(std::memory_order_acquire);
@@ -29,7 +29,7 @@ void WorkerPause::wait_out(std::size_t index, void* held) noexcept {
     slot.held = nullptr;
 }
 
-WorkerPause::Outcome WorkerPause::pause(Scheduler& sched, const std::size_t* self, std::chrono::nanoseconds patience) {
+WorkerPause::Outcome WorkerPause::pause(const std::size_t* self, std::chrono::nanoseconds patience) {
     using namespace std::chrono_literals;
     // A dumping worker that waits for its turn stops for the dump in progress: otherwise that
     // dump would wait for it, and it for that dump. Every ticket is served, even once the
@@ -39,21 +39,21 @@ WorkerPause::Outcome WorkerPause::pause(Scheduler& sched, const std::size_t* sel
         if (self != nullptr) point(*self, nullptr);
         std::this_thread::sleep_for(20us);
     }
-    if (sched.stopping()) {
+    if (stopping()) {
         serving_.fetch_add(1, std::memory_order_release);
         return {false, {}};
     }
     const auto give_up = std::chrono::steady_clock::now() + patience;  // from our turn on
     const std::uint32_t g = gen_.fetch_add(1, std::memory_order_seq_cst) + 1;  // odd
-    const std::size_t n = sched.num_workers();
-    for (std::size_t i = 0; i < n; ++i) sched.worker(i).parker().unpark();
+    const std::size_t n = parkers_.size();
+    for (Parker* p : parkers_) p->unpark();
     // A dump is rare: poll the slots rather than make every worker wake the dumper.
     for (;;) {
         Outcome out;
         for (std::size_t i = 0; i < n; ++i)
             if ((self == nullptr || *self != i) && slots_[i].acked.load(std::memory_order_acquire) != g) out.busy.push_back(i);
         if (out.busy.empty()) return out;
-        if (sched.stopping()) {
+        if (stopping()) {
             resume();
             return {false, {}};
         }

@@ -32,11 +32,15 @@
 
 namespace eddy::detail {
 
-class Scheduler;
+class Parker;
 
 class WorkerPause {
 public:
-    explicit WorkerPause(std::size_t workers);
+    /// For `workers` workers; `stopping` is the scheduler's stop flag (a dump gives up when
+    /// it is set). The workers' parkers come with attach(), once the workers exist.
+    WorkerPause(std::size_t workers, const std::atomic<bool>& stopping);
+    /// The parkers of the workers, in index order (pause() wakes every worker through them).
+    void attach(std::vector<Parker*> parkers) noexcept { parkers_ = std::move(parkers); }
 
     /// Worker `index`, between two polls (`held`: the task it is about to run) and after
     /// each wake in park() (`held` null).
@@ -47,7 +51,7 @@ public:
             wait_out(index, held);
     }
 
-    /// The dumper: pauses every worker of `sched` but the calling one (`self`, when the
+    /// The dumper: pauses every worker but the calling one (`self`, when the
     /// dumper is a worker) for at most `patience`. Returns the workers that did not stop
     /// (empty: all did; then call resume() after the walk); with some left running, the
     /// others were let go already. RuntimeStopped-worthy: false in `ok` when the runtime
@@ -56,7 +60,7 @@ public:
         bool ok = true;
         std::vector<std::size_t> busy;
     };
-    Outcome pause(Scheduler& sched, const std::size_t* self, std::chrono::nanoseconds patience);
+    Outcome pause(const std::size_t* self, std::chrono::nanoseconds patience);
     /// The dumper, after a pause() that stopped every worker: lets them go (gen_ even again,
     /// sleepers woken, the next dumper's turn). pause() calls it itself when it gives up.
     void resume() noexcept;
@@ -66,6 +70,10 @@ public:
 
 private:
     void wait_out(std::size_t index, void* held) noexcept;
+    bool stopping() const noexcept { return stopping_.load(std::memory_order_relaxed); }  // a hint, as for the workers
+
+    const std::atomic<bool>& stopping_;
+    std::vector<Parker*> parkers_;
 
     struct alignas(64) Slot {
         // The generation this worker last stopped for. Release store by the worker (what it

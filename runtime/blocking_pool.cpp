@@ -64,6 +64,7 @@ void BlockingPool::submit(BlockingJob& job) {
     s.work.notify_one();
 }
 
+// NOLINTNEXTLINE(performance-unnecessary-value-param): by value, the thread's own reference
 void BlockingPool::thread_main(std::shared_ptr<State> sp) noexcept {
     State& s = *sp;
     name_this_thread(s.name);

@@ -37,7 +37,7 @@ bool Idle::transition_to_searching() {
     const std::uint32_t s = state_.load(std::memory_order_seq_cst);
     // More than half may slip through when two workers race here; that is only a missed
     // optimization, never a correctness problem (Tokio makes the same trade).
-    if (2 * (s & kSearchMask) >= num_workers_) return false;
+    if (2 * std::size_t{s & kSearchMask} >= num_workers_) return false;
     state_.fetch_add(1, std::memory_order_seq_cst);  // pairs with should_wake()'s RMW
     return true;
 }

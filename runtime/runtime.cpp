@@ -16,7 +16,7 @@ namespace eddy {
 Runtime::Runtime(RuntimeConfig config) {
     detail::validate_config(config);
     const std::size_t n = detail::resolve_workers(config.workers);
-    scheduler_ = std::make_unique<detail::Scheduler>(n, config);
+    scheduler_ = std::make_unique<detail::Scheduler>(n, std::move(config));
     scheduler_->set_driver(detail::make_driver(scheduler_->driver_host()));
     scheduler_->set_runtime(this);  // a Runtime never moves (no copy, no move)
     scheduler_->start();

@@ -315,11 +315,11 @@ RuntimeMetrics Scheduler::metrics() const {
     return m;
 }
 
-void Scheduler::report_unhandled(std::exception_ptr e) noexcept {
+void Scheduler::report_unhandled(const std::exception_ptr& e) noexcept {
     report_with(effective_policy(config_), config_.on_unhandled_exception, e);
 }
 
-void Scheduler::report_unobserved(std::uint64_t scheduler_id, std::exception_ptr e) noexcept {
+void Scheduler::report_unobserved(std::uint64_t scheduler_id, const std::exception_ptr& e) noexcept {
     // The runtime may be gone: its policy and hook are copied under the lock (gone: log).
     UnhandledExceptionPolicy policy = UnhandledExceptionPolicy::log;
     std::function<void(std::exception_ptr)> hook;

@@ -132,9 +132,9 @@ public:
     RuntimeMetrics metrics() const;
 
     /// Applies RuntimeConfig's unhandled-exception policy to `e`.
-    void report_unhandled(std::exception_ptr e) noexcept;
+    void report_unhandled(const std::exception_ptr& e) noexcept;
     /// The same for a JoinHandle dropped anywhere, possibly after its runtime is gone.
-    static void report_unobserved(std::uint64_t scheduler_id, std::exception_ptr e) noexcept;
+    static void report_unobserved(std::uint64_t scheduler_id, const std::exception_ptr& e) noexcept;
 
     /// The completion hook of every root task (the join protocol of frame_header.hpp).
     static std::coroutine_handle<> finish_root(void* ctx, PromiseBase& p,

@@ -67,7 +67,7 @@ public:
     Walker(Scheduler& sched, std::chrono::steady_clock::time_point now, std::uint32_t now_ms)
         : sched_(sched), now_(now), now_ms_(now_ms) {}
 
-    TaskDump run(std::vector<FrameHeader*> roots) {
+    TaskDump run(const std::vector<FrameHeader*>& roots) {
         TaskDump dump;
         dump.workers = sched_.num_workers();
         collect_queued();

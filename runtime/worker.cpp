@@ -253,17 +253,17 @@ void* Worker::steal_work() {
         Worker& v = sched_.worker(victim);
         stats_.steal_attempts.add();
         QueueItem woken;
-        if (const std::size_t n = v.wakes_.steal_into(wakes_, woken); n > 0) {
-            if (n > 1) wakes_maybe_ = true;
+        if (const std::size_t got = v.wakes_.steal_into(wakes_, woken); got > 0) {
+            if (got > 1) wakes_maybe_ = true;
             stats_.steals.add();
-            stats_.stolen.add(n);
+            stats_.stolen.add(got);
             return take(woken);
         }
         void* spawned = nullptr;
-        if (const std::size_t n = v.deque_.steal_into(deque_, spawned); n > 0) {
-            if (n > 1) spawns_maybe_ = true;
+        if (const std::size_t got = v.deque_.steal_into(deque_, spawned); got > 0) {
+            if (got > 1) spawns_maybe_ = true;
             stats_.steals.add();
-            stats_.stolen.add(n);
+            stats_.stolen.add(got);
             return spawned;
         }
     }

@@ -129,7 +129,7 @@ class Scheduler;
 /// guess it never retuned); it keeps a queue within 2 KiB. The small_queues build option
 /// shrinks it to 4 so that overflow and steal-the-last-item paths run constantly in tests.
 inline constexpr std::size_t kLocalQueueCapacity = EDDY_LOCAL_QUEUE_CAPACITY;
-inline constexpr std::size_t kWakeQueueCapacity = EDDY_LOCAL_QUEUE_CAPACITY * 4;
+inline constexpr std::size_t kWakeQueueCapacity = kLocalQueueCapacity * 4;
 
 /// How often a busy worker flushes what its tasks posted to the I/O driver (see above).
 /// Per task, the reactor went back to sleep and was woken again between two tasks; every

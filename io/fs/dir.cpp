@@ -40,6 +40,7 @@ std::vector<DirEntry> list(const std::string& path) {
     std::unique_ptr<DIR, CloseDir> dir(::opendir(path.c_str()));
     if (!dir) detail::throw_path_errno("eddy::fs::read_dir", path);
     std::vector<DirEntry> out;
+    const std::string prefix = path + "/";  // one concatenation per entry, not two
     for (;;) {
         errno = 0;
         const dirent* e = ::readdir(dir.get());
@@ -49,7 +50,7 @@ std::vector<DirEntry> list(const std::string& path) {
         }
         const std::string name = e->d_name;
         if (name == "." || name == "..") continue;
-        out.push_back(DirEntry{name, type_of(path + "/" + name, e->d_type)});
+        out.push_back(DirEntry{name, type_of(prefix + name, e->d_type)});
     }
 }
 

@@ -148,8 +148,6 @@ void Reactor::handle_node(ReactorNode* node) {
         case Operation::Stage::kQueued:  // on the retry list, which checks cancel_arrived
             return;
         case Operation::Stage::kInFlight:
-            start_cancel(op);
-            return;
         case Operation::Stage::kPolling:
             start_cancel(op);
             return;

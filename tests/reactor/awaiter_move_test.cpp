@@ -155,7 +155,7 @@ TEST_CASE("a moved sleep waits out its deadline; a moved cancellable sleep obeys
         } catch (const eddy::OperationCancelled&) {
             cancelled = true;
         }
-        co_return on_time && cancelled;
+        co_return (on_time && cancelled);  // (): clang-format 14 misreads `co_return a &&`
     }());
     CHECK(ok);
 }
@@ -178,7 +178,7 @@ TEST_CASE("a moved interval tick keeps the claim and takes the tick") {
         const Clock::time_point t1 = co_await relocate([&] { return iv.tick(); });
         (void)relocate([&] { return iv.tick(); });  // dropped unawaited: the claim is released once
         iv.reset();                   // throws if it were still claimed
-        co_return claimed && t1 - t0 == period;
+        co_return (claimed && t1 - t0 == period);
     }());
     CHECK(ok);
 }

@@ -130,7 +130,7 @@ Task<bool> spawn_two_then_spin(std::atomic<bool>& first_started, std::atomic<boo
     const bool started_meanwhile = first_started.load();
     co_await std::move(first);
     co_await std::move(second);
-    co_return started_meanwhile && second_started.load();
+    co_return (started_meanwhile && second_started.load());  // (): clang-format 14 misreads `co_return a &&`
 }
 
 /// The outcome of an eddy::spawn attempted by a worker while its runtime shuts down.

@@ -34,7 +34,7 @@ public:
     /// The bucket of a duration of `ns` nanoseconds.
     static constexpr std::size_t bucket_of(std::uint64_t ns) noexcept {
         if (ns < 16) return static_cast<std::size_t>(ns);
-        const int e = std::bit_width(ns) - 1;  // 2^e <= ns < 2^(e+1), e >= 4
+        const int e = static_cast<int>(std::bit_width(ns)) - 1;  // 2^e <= ns < 2^(e+1), e >= 4
         const std::size_t i = static_cast<std::size_t>(e - 2) * 8 + ((ns >> (e - 3)) & 7);
         return i < kBuckets ? i : kBuckets - 1;
     }

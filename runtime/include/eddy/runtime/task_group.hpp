@@ -183,6 +183,7 @@ Task<void> task_group(F body, ChildErrorHandler on_child_error) {
     if (!on_child_error) throw std::invalid_argument("eddy::task_group: the child error handler is empty");
     TaskGroup group(std::move(on_child_error));
     Task<void> first = std::invoke(body, group);
+    // NOLINTNEXTLINE(bugprone-use-after-move): a coroutine's implicit use of its parameters, not a read
     co_await TaskGroup::Awaiter(group, first);
 }
 

@@ -262,11 +262,11 @@ template <class A>
 auto as_task(A&& a) {
     using T = std::remove_cvref_t<A>;
     if constexpr (is_task_v<T>) {
-        return T(std::move(a));
-    } else if constexpr (requires { std::move(a).into_task(); }) {
-        return std::move(a).into_task();
+        return T(std::forward<A>(a));
+    } else if constexpr (requires { std::forward<A>(a).into_task(); }) {
+        return std::forward<A>(a).into_task();
     } else if constexpr (ownable_v<A>) {
-        return await_held<await_result_t<A>, T>(T(std::move(a)));
+        return await_held<await_result_t<A>, T>(T(std::forward<A>(a)));
     } else {
         return await_held<await_result_t<A>, T&>(a);
     }
@@ -294,7 +294,7 @@ template <class A>
 auto in_place_task(A&& a) {
     static_assert(std::is_rvalue_reference_v<A&&>,
                   "eddy's combinators take the awaitable over: pass a temporary or std::move(op)");
-    return as_task(std::move(a));
+    return as_task(std::forward<A>(a));
 }
 
 /// `a` as a Task for one that runs it after the caller has moved on (eddy::spawn,
@@ -313,7 +313,7 @@ auto detached_task(A&& a) {
                   "borrows from the caller (a buffer, a stream, a channel or a lock it points "
                   "into): await it in place (with_timeout, when_any, when_all are safe), or spawn "
                   "a Task that owns what the operation uses");
-    return as_task(std::move(a));
+    return as_task(std::forward<A>(a));
 }
 
 template <class R>

@@ -21,10 +21,12 @@ public:
     /// No address (family AF_UNSPEC).
     SocketAddr() noexcept;
 
+    // NOLINTBEGIN(bugprone-exception-escape): they build only what from_native accepts
     static SocketAddr loopback_v4(std::uint16_t port = 0) noexcept;  ///< 127.0.0.1
     static SocketAddr loopback_v6(std::uint16_t port = 0) noexcept;  ///< ::1
     static SocketAddr any_v4(std::uint16_t port = 0) noexcept;       ///< 0.0.0.0
     static SocketAddr any_v6(std::uint16_t port = 0) noexcept;       ///< ::
+    // NOLINTEND(bugprone-exception-escape)
     /// "a.b.c.d:port" or "[v6]:port". Throws std::invalid_argument naming the bad text.
     static SocketAddr parse(std::string_view text);
     /// From a kernel sockaddr (AF_INET or AF_INET6; std::invalid_argument otherwise).

@@ -154,9 +154,9 @@ with_timeout_t<A> make_timeout(A&& a, TimeoutSpec spec) {
     static_assert(std::is_rvalue_reference_v<A&&>,
                   "eddy::with_timeout takes the operation over: pass a temporary or std::move(op)");
     if constexpr (is_task_v<std::remove_cvref_t<A>>) {
-        if (spec.relative) return Timeout<await_result_t<A>>(std::move(a), spec.timeout);
+        if (spec.relative) return Timeout<await_result_t<A>>(std::forward<A>(a), spec.timeout);
         return Timeout<await_result_t<A>>(
-            std::move(a), std::chrono::steady_clock::time_point(std::chrono::nanoseconds(spec.deadline_ns)));
+            std::forward<A>(a), std::chrono::steady_clock::time_point(std::chrono::nanoseconds(spec.deadline_ns)));
     } else {
         return TimeoutOf<held_t<A>>(a, spec);
     }
@@ -190,7 +190,7 @@ public:
     /// Made by timeout_or.
     explicit TimeoutOr(Inner inner) noexcept(std::is_nothrow_move_constructible_v<Inner>) : inner_(std::move(inner)) {}
     /// Movable until awaited.
-    TimeoutOr(TimeoutOr&&) = default;
+    TimeoutOr(TimeoutOr&&) noexcept(std::is_nothrow_move_constructible_v<Inner>) = default;
     TimeoutOr& operator=(TimeoutOr&&) = delete;
 
     bool await_ready() { return inner_.await_ready(); }

@@ -168,6 +168,7 @@ template <class Inner>
 class TracedAwaiter {
 public:
     template <class A>
+    // NOLINTNEXTLINE(bugprone-forwarding-reference-overload): never copied or moved, made in place
     explicit TracedAwaiter(A&& a) : inner_(awaiter_of(std::forward<A>(a))) {}
     TracedAwaiter(const TracedAwaiter&) = delete;
     TracedAwaiter& operator=(const TracedAwaiter&) = delete;

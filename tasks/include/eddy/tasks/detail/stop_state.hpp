@@ -122,7 +122,7 @@ public:
         // Acquire: pairs with the CAS below, which publishes the bridge with its callback.
         Bridge* b = bridge_.load(std::memory_order_acquire);
         if (b == nullptr) {
-            auto* fresh = new Bridge;
+            auto* fresh = new Bridge;  // NOLINT(bugprone-unhandled-exception-at-new): fatal here, as said above
             fresh->forward.emplace(*this, ForwardToStd{&fresh->source});  // registered first
             if (bridge_.compare_exchange_strong(b, fresh, std::memory_order_acq_rel, std::memory_order_acquire)) {
                 b = fresh;

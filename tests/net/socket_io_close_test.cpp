@@ -2,7 +2,7 @@
 // (eddy/net/detail/socket_io.hpp) over loopback, IPv4 and IPv6:
 //   - close() from another task while tasks wait: a write on a full socket fails with EPIPE, a
 //     read and a write waiting together end with 0 and EPIPE, several accepts with EINVAL (one
-//     pending accept is tcp_test.cpp's);
+//     pending accept is tcp_close_test.cpp's);
 //   - four tasks accepting on one listener: 100 connections, each accepted once, every acceptor
 //     stopped by one stop_source, no descriptor left open.
 // The peer and the helpers: tests/support/socket_io.hpp.

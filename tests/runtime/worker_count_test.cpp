@@ -2,7 +2,7 @@
 // and that a bad count makes the Runtime constructor throw.
 //
 // No environment is read here: EDDY_WORKERS counts only through RuntimeConfig::from_env(),
-// whose parsing and precedence tests/runtime/config_test.cpp checks. The cases that set it
+// whose parsing and precedence tests/runtime/config_env_test.cpp checks. The cases that set it
 // here do so through ScopedEnv (restored on the way out) to show it changes nothing.
 #include <doctest/doctest.h>
 

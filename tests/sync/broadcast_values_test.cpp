@@ -139,6 +139,9 @@ TEST_CASE("len() from a plain thread while a task receives and a worker sends: n
             }
         }
     }(rx));
+    // The watcher looks at least once while the channel is in use: on a loaded machine its
+    // thread may otherwise start only after the last send.
+    while (looks.load() == 0) std::this_thread::yield();
     rt.block_on([](Sender<int> tx) -> Task<void> {
         for (int i = 0; i < kValues; ++i) {
             tx.send(i);

@@ -127,11 +127,11 @@ TEST_CASE("len() from a plain thread while a task receives and a worker sends: n
             looks.fetch_add(1);
         }
     });
-    JoinHandle<std::uint64_t> receiver = rt.spawn([](Receiver<int>& rx) -> Task<std::uint64_t> {
+    JoinHandle<std::uint64_t> receiver = rt.spawn([](Receiver<int>& subscriber) -> Task<std::uint64_t> {
         std::uint64_t got = 0;  // values and lost values: every send once
         for (;;) {
             try {
-                const std::optional<int> v = co_await rx.receive();
+                const std::optional<int> v = co_await subscriber.receive();
                 if (!v) co_return got;
                 ++got;
             } catch (const Lagged& lag) {
@@ -142,9 +142,9 @@ TEST_CASE("len() from a plain thread while a task receives and a worker sends: n
     // The watcher looks at least once while the channel is in use: on a loaded machine its
     // thread may otherwise start only after the last send.
     while (looks.load() == 0) std::this_thread::yield();
-    rt.block_on([](Sender<int> tx) -> Task<void> {
+    rt.block_on([](Sender<int> sender) -> Task<void> {
         for (int i = 0; i < kValues; ++i) {
-            tx.send(i);
+            sender.send(i);
             if (i % 64 == 0) co_await eddy::yield_now();
         }
     }(std::move(tx)));  // the last sender goes with this task: the receiver ends
@@ -163,18 +163,18 @@ TEST_CASE("Lagged is what co_await receive throws too, and the next receive goes
     Runtime rt(RuntimeConfig{.workers = 1});
     auto [tx, rx] = eddy::broadcast::channel<int>(2);
     for (int i = 1; i <= 5; ++i) tx.send(i);
-    const std::vector<std::string> got = rt.block_on([](Receiver<int>& rx) -> Task<std::vector<std::string>> {
-        std::vector<std::string> got;
+    const std::vector<std::string> got = rt.block_on([](Receiver<int>& receiver) -> Task<std::vector<std::string>> {
+        std::vector<std::string> seen;
         try {
-            co_await rx.receive();
-            got.push_back("no lag");
+            co_await receiver.receive();
+            seen.push_back("no lag");
         } catch (const Lagged& lag) {
-            got.push_back("L" + std::to_string(lag.missed()));
-            got.push_back(lag.what());
+            seen.push_back("L" + std::to_string(lag.missed()));
+            seen.push_back(lag.what());
         }
-        got.push_back(std::to_string(*co_await rx.receive()));
-        got.push_back(std::to_string(*co_await rx.receive()));
-        co_return got;
+        seen.push_back(std::to_string(*co_await receiver.receive()));
+        seen.push_back(std::to_string(*co_await receiver.receive()));
+        co_return seen;
     }(rx));
     REQUIRE(got.size() == 4);
     CHECK(got[0] == "L3");
@@ -202,9 +202,9 @@ TEST_CASE("a copy that throws reaches the receiver and consumes nothing: the nex
     *fail = true;
     CHECK_THROWS_AS((void)rx.try_receive(), std::runtime_error);
     Runtime rt(RuntimeConfig{.workers = 1});
-    const std::string how = rt.block_on([](Receiver<Fragile>& rx) -> Task<std::string> {
+    const std::string how = rt.block_on([](Receiver<Fragile>& receiver) -> Task<std::string> {
         try {
-            (void)co_await rx.receive();
+            (void)co_await receiver.receive();
             co_return "ok";
         } catch (const std::runtime_error& e) {
             co_return e.what();

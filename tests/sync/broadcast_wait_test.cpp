@@ -43,15 +43,15 @@ TEST_CASE("a send wakes every waiting receiver, and each gets the value") {
     auto [tx, rx] = eddy::broadcast::channel<int>(4);
     std::vector<Receiver<int>> receivers;
     for (int i = 0; i < 5; ++i) receivers.push_back(tx.subscribe());
-    const int sum = rt.block_on([](Sender<int>& tx, std::vector<Receiver<int>>& receivers) -> Task<int> {
+    const int sum = rt.block_on([](Sender<int>& sender, std::vector<Receiver<int>>& subscribers) -> Task<int> {
         std::vector<JoinHandle<std::optional<int>>> waiting;
-        for (auto& r : receivers) waiting.push_back(eddy::spawn(receive_one(r)));
+        for (auto& r : subscribers) waiting.push_back(eddy::spawn(receive_one(r)));
         co_await settle();
-        int sum = 0;
-        for (auto& h : waiting) sum += h.is_finished() ? 1000 : 0;  // none may finish yet
-        tx.send(7);
-        for (auto& h : waiting) sum += *co_await std::move(h);
-        co_return sum;
+        int total = 0;
+        for (auto& h : waiting) total += h.is_finished() ? 1000 : 0;  // none may finish yet
+        sender.send(7);
+        for (auto& h : waiting) total += *co_await std::move(h);
+        co_return total;
     }(tx, receivers));
     CHECK(sum == 5 * 7);
     CHECK(rx.try_receive() == 7);
@@ -69,7 +69,8 @@ TEST_CASE("a sender from a plain thread wakes receivers waiting on two workers")
     });  // the thread's sender goes with it: the end of the stream
     sender.join();
     for (auto& h : receivers) {
-        const Log log = rt.block_on([](JoinHandle<Log> h) -> Task<Log> { co_return co_await std::move(h); }(std::move(h)));
+        const Log log = rt.block_on(
+            [](JoinHandle<Log> handle) -> Task<Log> { co_return co_await std::move(handle); }(std::move(h)));
         CHECK(log.lags.empty());  // the ring holds everything
         REQUIRE(log.values.size() == static_cast<std::size_t>(kValues));
         int wrong = 0;
@@ -89,27 +90,28 @@ TEST_CASE("once every sender is gone receivers drain, then get nullopt; waiting 
         std::vector<std::string> drained;
     };
     Receiver<int> waiter = tx.subscribe();
-    const Result r = rt.block_on([](Sender<int> tx, Receiver<int>& rx, Receiver<int>& waiter) -> Task<Result> {
-        Result r;
-        Sender<int> copy = tx;  // senders are copies: each keeps the channel open
-        JoinHandle<std::optional<int>> first = eddy::spawn(receive_one(waiter));
-        co_await settle();
-        { Sender<int> dropped = std::move(tx); }  // not the last: `first` waits on
-        co_await settle();
-        copy.send(1);  // `first` gets it
-        r.first = co_await std::move(first);
-        copy.send(2);
-        copy.send(3);
-        copy.send(4);  // the ring keeps 2..4: rx (still at 1) lags by one value; waiter, at 2, does not
-        for (int i = 0; i < 3; ++i) r.kept_up.push_back(co_await receive_one(waiter));
-        JoinHandle<std::optional<int>> last = eddy::spawn(receive_one(waiter));
-        co_await settle();
-        { Sender<int> dropped = std::move(copy); }  // the last sender: the end
-        r.last = co_await std::move(last);
-        r.closed = rx.is_closed();
-        r.drained = try_drain(rx);
-        co_return r;
-    }(std::move(tx), rx, waiter));
+    const Result r =
+        rt.block_on([](Sender<int> sender, Receiver<int>& receiver, Receiver<int>& subscriber) -> Task<Result> {
+            Result result;
+            Sender<int> copy = sender;  // senders are copies: each keeps the channel open
+            JoinHandle<std::optional<int>> first = eddy::spawn(receive_one(subscriber));
+            co_await settle();
+            { Sender<int> dropped = std::move(sender); }  // not the last: `first` waits on
+            co_await settle();
+            copy.send(1);  // `first` gets it
+            result.first = co_await std::move(first);
+            copy.send(2);
+            copy.send(3);
+            copy.send(4);  // the ring keeps 2..4: receiver (still at 1) lags by one value; subscriber, at 2, does not
+            for (int i = 0; i < 3; ++i) result.kept_up.push_back(co_await receive_one(subscriber));
+            JoinHandle<std::optional<int>> last = eddy::spawn(receive_one(subscriber));
+            co_await settle();
+            { Sender<int> dropped = std::move(copy); }  // the last sender: the end
+            result.last = co_await std::move(last);
+            result.closed = receiver.is_closed();
+            result.drained = try_drain(receiver);
+            co_return result;
+        }(std::move(tx), rx, waiter));
     CHECK(r.first == 1);
     CHECK(r.kept_up == std::vector<std::optional<int>>{2, 3, 4});
     CHECK(r.last == std::nullopt);
@@ -126,16 +128,17 @@ TEST_CASE("a cancelled receive consumes nothing: the next receive gets the value
         std::string cancelled;
         std::optional<int> next;
     };
-    const Result r = rt.block_on([](Sender<int>& tx, Receiver<int>& rx) -> Task<Result> {
+    const Result r = rt.block_on([](Sender<int>& sender, Receiver<int>& receiver) -> Task<Result> {
         std::stop_source stop;
-        JoinHandle<std::optional<int>> waiting = eddy::spawn(eddy::with_stop_token(receive_one(rx), stop.get_token()));
+        JoinHandle<std::optional<int>> waiting =
+            eddy::spawn(eddy::with_stop_token(receive_one(receiver), stop.get_token()));
         co_await settle();
         stop.request_stop();
-        Result r;
-        r.cancelled = co_await outcome(std::move(waiting));
-        tx.send(5);
-        r.next = co_await rx.receive();
-        co_return r;
+        Result result;
+        result.cancelled = co_await outcome(std::move(waiting));
+        sender.send(5);
+        result.next = co_await receiver.receive();
+        co_return result;
     }(tx, rx));
     CHECK(r.cancelled == "cancelled");
     CHECK(r.next == 5);
@@ -148,8 +151,8 @@ TEST_CASE("a receive under a stopped token throws at once and consumes nothing, 
     tx.send(2);
     std::stop_source stop;
     stop.request_stop();
-    const std::string how = rt.block_on([](Receiver<int>& rx, std::stop_token t) -> Task<std::string> {
-        co_return co_await outcome(eddy::spawn(eddy::with_stop_token(receive_one(rx), t)));
+    const std::string how = rt.block_on([](Receiver<int>& receiver, std::stop_token t) -> Task<std::string> {
+        co_return co_await outcome(eddy::spawn(eddy::with_stop_token(receive_one(receiver), t)));
     }(rx, stop.get_token()));
     CHECK(how == "cancelled");
     CHECK(try_drain(rx) == std::vector<std::string>{"L1", "2"});
@@ -159,27 +162,28 @@ TEST_CASE("a receive whose stop races a send on two workers either gets the valu
     Runtime rt(RuntimeConfig{.workers = 2});
     auto [tx, rx] = eddy::broadcast::channel<int>(4);
     constexpr int kRounds = 300;
-    const int lost = rt.block_on([](Sender<int>& tx, Receiver<int>& rx) -> Task<int> {
-        int lost = 0;
+    const int lost = rt.block_on([](Sender<int>& sender, Receiver<int>& receiver) -> Task<int> {
+        int misses = 0;
         for (int i = 0; i < kRounds; ++i) {
             std::stop_source stop;
-            JoinHandle<std::optional<int>> waiter = eddy::spawn(eddy::with_stop_token(receive_one(rx), stop.get_token()));
-            JoinHandle<void> sender = eddy::spawn([](Sender<int>& tx, int v) -> Task<void> {
-                tx.send(v);
+            JoinHandle<std::optional<int>> waiter =
+                eddy::spawn(eddy::with_stop_token(receive_one(receiver), stop.get_token()));
+            JoinHandle<void> send_task = eddy::spawn([](Sender<int>& producer, int v) -> Task<void> {
+                producer.send(v);
                 co_return;
-            }(tx, i));
+            }(sender, i));
             stop.request_stop();
-            co_await std::move(sender);
+            co_await std::move(send_task);
             std::optional<int> got;
             try {
                 got = co_await std::move(waiter);
             } catch (const eddy::OperationCancelled&) {
-                got = rx.try_receive();  // not taken: still there for this receiver
+                got = receiver.try_receive();  // not taken: still there for this receiver
             }
-            if (got != i) ++lost;
-            if (rx.try_receive().has_value()) ++lost;  // and taken once only
+            if (got != i) ++misses;
+            if (receiver.try_receive().has_value()) ++misses;  // and taken once only
         }
-        co_return lost;
+        co_return misses;
     }(tx, rx));
     CHECK(lost == 0);
 }
@@ -194,20 +198,21 @@ TEST_CASE("senders and receivers on four workers: each receiver's values and lag
     std::vector<JoinHandle<Log>> receivers;
     for (int i = 0; i < kReceivers - 1; ++i) receivers.push_back(rt.spawn(drain(tx.subscribe())));
     receivers.push_back(rt.spawn(drain(std::move(rx))));
-    rt.block_on([](Sender<std::int64_t> tx) -> Task<void> {
+    rt.block_on([](Sender<std::int64_t> sender) -> Task<void> {
         std::vector<JoinHandle<void>> senders;
         for (std::int64_t s = 0; s < kSenders; ++s) {
-            senders.push_back(eddy::spawn([](Sender<std::int64_t> tx, std::int64_t s) -> Task<void> {
+            senders.push_back(eddy::spawn([](Sender<std::int64_t> producer, std::int64_t id) -> Task<void> {
                 for (std::int64_t i = 0; i < kPerSender; ++i) {
-                    tx.send(s * kPerSender + i);
+                    producer.send(id * kPerSender + i);
                     if (i % 16 == 0) co_await eddy::yield_now();
                 }
-            }(tx, s)));
+            }(sender, s)));
         }
         for (auto& h : senders) co_await std::move(h);
     }(std::move(tx)));  // every sender copy is gone: the receivers end
     for (auto& h : receivers) {
-        const Log log = rt.block_on([](JoinHandle<Log> h) -> Task<Log> { co_return co_await std::move(h); }(std::move(h)));
+        const Log log = rt.block_on(
+            [](JoinHandle<Log> handle) -> Task<Log> { co_return co_await std::move(handle); }(std::move(h)));
         std::uint64_t missed = 0;
         int wrong = 0;
         for (std::uint64_t n : log.lags) {
@@ -260,9 +265,9 @@ TEST_CASE("a runtime destroyed while receivers wait unlinks them; the channel wo
         Runtime rt(RuntimeConfig{.workers = 2});
         std::atomic<int> waiting{0};
         for (int i = 0; i < 10; ++i) {
-            (void)rt.spawn([](Receiver<int> rx, std::atomic<int>& waiting, eddy::test::Counted) -> Task<void> {
-                waiting.fetch_add(1);
-                (void)co_await rx.receive();
+            (void)rt.spawn([](Receiver<int> receiver, std::atomic<int>& arrived, eddy::test::Counted) -> Task<void> {
+                arrived.fetch_add(1);
+                (void)co_await receiver.receive();
             }(tx.subscribe(), waiting, eddy::test::Counted(frames)));
         }
         const auto deadline = std::chrono::steady_clock::now() + eddy::test::kDeadline;

@@ -256,9 +256,9 @@ TEST_CASE("200 tasks waiting on 200 pipes are all woken") {
     std::vector<std::unique_ptr<Pipe>> pipes;
     for (int i = 0; i < kPipes; ++i) pipes.push_back(std::make_unique<Pipe>());
     std::atomic<int> waiting{0};
-    auto waits = rt.spawn([](std::vector<std::unique_ptr<Pipe>>& ends, std::atomic<int>& waiters) -> Task<int> {
+    auto waits = rt.spawn([](std::vector<std::unique_ptr<Pipe>>& all_pipes, std::atomic<int>& waiters) -> Task<int> {
         std::vector<Task<unsigned>> all;
-        for (auto& p : ends)
+        for (auto& p : all_pipes)
             all.push_back([](int fd, std::atomic<int>& count) -> Task<unsigned> {
                 count.fetch_add(1);
                 co_return co_await eddy::io::readable(fd);

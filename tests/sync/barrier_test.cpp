@@ -117,7 +117,7 @@ TEST_CASE("the barrier is reused: on four workers every generation has all n tas
     std::array<std::atomic<int>, kGenerations> arrived{}, leaders{};
     std::atomic<int> short_generations{0};
     rt.block_on([](Barrier& barrier, std::array<std::atomic<int>, kGenerations>& arrivals,
-                   std::array<std::atomic<int>, kGenerations>& count, std::atomic<int>& short_gens) -> Task<void> {
+                   std::array<std::atomic<int>, kGenerations>& leader_counts, std::atomic<int>& short_gens) -> Task<void> {
         auto member = [](Barrier& bar, std::array<std::atomic<int>, kGenerations>& arr,
                          std::array<std::atomic<int>, kGenerations>& leads,
                          std::atomic<int>& shorts) -> Task<void> {
@@ -130,7 +130,7 @@ TEST_CASE("the barrier is reused: on four workers every generation has all n tas
             }
         };
         std::vector<JoinHandle<void>> all;
-        for (int i = 0; i < kTasks; ++i) all.push_back(eddy::spawn(member(barrier, arrivals, count, short_gens)));
+        for (int i = 0; i < kTasks; ++i) all.push_back(eddy::spawn(member(barrier, arrivals, leader_counts, short_gens)));
         for (auto& h : all) co_await std::move(h);
     }(b, arrived, leaders, short_generations));
     CHECK(short_generations.load() == 0);

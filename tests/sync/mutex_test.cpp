@@ -63,12 +63,12 @@ TEST_CASE("many tasks on four workers increment a plain int under the lock, with
     int counter = 0;  // plain: only the lock protects it
     constexpr int kTasks = 64, kIncrements = 100;
     rt.block_on([](Mutex& mutex, int& count) -> Task<void> {
-        auto worker = [](Mutex& mx, int& n) -> Task<void> {
+        auto worker = [](Mutex& shared, int& value) -> Task<void> {
             for (int i = 0; i < kIncrements; ++i) {
-                MutexGuard g = co_await mx.lock();
-                const int seen = n;
+                MutexGuard g = co_await shared.lock();
+                const int seen = value;
                 co_await eddy::yield_now();  // suspends inside the critical section
-                n = seen + 1;
+                value = seen + 1;
             }
         };
         std::vector<JoinHandle<void>> all;

@@ -258,8 +258,8 @@ TEST_CASE("a stop racing notify_one on two workers: the notification is delivere
                 s.request_stop();
                 co_return;
             };
-            auto notify_it = [](Notify& nt) -> Task<void> {
-                nt.notify_one();
+            auto notify_it = [](Notify& target) -> Task<void> {
+                target.notify_one();
                 co_return;
             };
             JoinHandle<void> first = i % 2 == 0 ? eddy::spawn(stop_it(stop)) : eddy::spawn(notify_it(notify));

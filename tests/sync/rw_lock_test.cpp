@@ -142,24 +142,24 @@ TEST_CASE("writers exclude readers and each other on four workers, with awaits i
     constexpr int kTasks = 32, kOps = 60;
     rt.block_on([](RwLock& lock, long& count, std::atomic<int>& readers, std::atomic<int>& writers,
                    std::atomic<int>& errors, std::atomic<long>& write_count) -> Task<void> {
-        auto worker = [](RwLock& lk, long& n, std::atomic<int>& rin, std::atomic<int>& win,
-                         std::atomic<int>& bad, std::atomic<long>& wn, int id) -> Task<void> {
+        auto worker = [](RwLock& rw, long& value, std::atomic<int>& reading, std::atomic<int>& writing,
+                         std::atomic<int>& overlaps, std::atomic<long>& wrote, int id) -> Task<void> {
             for (int i = 0; i < kOps; ++i) {
                 if ((i + id) % 4 == 0) {
-                    RwLock::WriteGuard g = co_await lk.write();
-                    if (win.fetch_add(1) != 0 || rin.load() != 0) bad.fetch_add(1);
-                    const long seen = n;
+                    RwLock::WriteGuard g = co_await rw.write();
+                    if (writing.fetch_add(1) != 0 || reading.load() != 0) overlaps.fetch_add(1);
+                    const long seen = value;
                     co_await eddy::yield_now();
-                    n = seen + 1;
-                    wn.fetch_add(1);
-                    win.fetch_sub(1);
+                    value = seen + 1;
+                    wrote.fetch_add(1);
+                    writing.fetch_sub(1);
                 } else {
-                    RwLock::ReadGuard g = co_await lk.read();
-                    rin.fetch_add(1);
-                    if (win.load() != 0) bad.fetch_add(1);
+                    RwLock::ReadGuard g = co_await rw.read();
+                    reading.fetch_add(1);
+                    if (writing.load() != 0) overlaps.fetch_add(1);
                     co_await eddy::yield_now();
-                    if (win.load() != 0) bad.fetch_add(1);
-                    rin.fetch_sub(1);
+                    if (writing.load() != 0) overlaps.fetch_add(1);
+                    reading.fetch_sub(1);
                 }
             }
         };
@@ -271,16 +271,16 @@ TEST_CASE("a writer is not starved by readers that keep the lock busy on two wor
     std::atomic<int> longest{0};
     rt.block_on([](RwLock& lock, std::atomic<bool>& asked, std::atomic<bool>& wrote,
                    std::atomic<int>& worst) -> Task<void> {
-        auto reader = [](RwLock& lk, std::atomic<bool>& ask, std::atomic<bool>& flag,
-                         std::atomic<int>& max_run) -> Task<void> {
+        auto reader = [](RwLock& rw, std::atomic<bool>& writer_asks, std::atomic<bool>& writer_done,
+                         std::atomic<int>& longest_run) -> Task<void> {
             int laps = 0;  // since the writer started asking
-            while (!flag.load() && laps < kMaxLaps) {
-                RwLock::ReadGuard g = co_await lk.read();
+            while (!writer_done.load() && laps < kMaxLaps) {
+                RwLock::ReadGuard g = co_await rw.read();
                 co_await eddy::yield_now();
-                if (ask.load()) ++laps;
+                if (writer_asks.load()) ++laps;
             }
-            int seen = max_run.load();
-            while (laps > seen && !max_run.compare_exchange_weak(seen, laps)) {
+            int seen = longest_run.load();
+            while (laps > seen && !longest_run.compare_exchange_weak(seen, laps)) {
             }
         };
         std::vector<JoinHandle<void>> readers;

@@ -86,19 +86,19 @@ TEST_CASE("at most N tasks hold a permit at once on four workers") {
     Semaphore s(3);
     std::atomic<int> inside{0}, most{0}, done{0};
     rt.block_on([](Semaphore& sem, std::atomic<int>& holders, std::atomic<int>& peak, std::atomic<int>& finished) -> Task<void> {
-        auto worker = [](Semaphore& sm, std::atomic<int>& in, std::atomic<int>& top,
-                         std::atomic<int>& fin) -> Task<void> {
+        auto worker = [](Semaphore& permits, std::atomic<int>& occupancy, std::atomic<int>& high_water,
+                         std::atomic<int>& ended) -> Task<void> {
             for (int i = 0; i < 50; ++i) {
-                co_await sm.acquire();
-                const int now = in.fetch_add(1) + 1;
-                int seen = top.load();
-                while (now > seen && !top.compare_exchange_weak(seen, now)) {
+                co_await permits.acquire();
+                const int now = occupancy.fetch_add(1) + 1;
+                int seen = high_water.load();
+                while (now > seen && !high_water.compare_exchange_weak(seen, now)) {
                 }
                 co_await eddy::yield_now();
-                in.fetch_sub(1);
-                sm.release();
+                occupancy.fetch_sub(1);
+                permits.release();
             }
-            fin.fetch_add(1);
+            ended.fetch_add(1);
         };
         std::vector<JoinHandle<void>> all;
         for (int i = 0; i < 32; ++i) all.push_back(eddy::spawn(worker(sem, holders, peak, finished)));

@@ -77,8 +77,8 @@ TEST_SUITE("net/awaiter_move") {
 
 TEST_CASE("a moved TcpStream read waits for the peer and fills the buffer it was given") {
     TcpListener listener = TcpListener::bind(eddy::net::SocketAddr::loopback_v4(0));
-    const std::string got = run_alone([](TcpListener& listener) -> Task<std::string> {
-        eddy::test::Connection c = co_await eddy::test::connect_pair(listener);
+    const std::string got = run_alone([](TcpListener& server) -> Task<std::string> {
+        eddy::test::Connection c = co_await eddy::test::connect_pair(server);
         std::array<std::byte, 16> buf{};
         auto op = relocate([&] { return c.server.read(buf); });
         eddy::spawn(write_later(c.client, "over tcp"));
@@ -90,8 +90,8 @@ TEST_CASE("a moved TcpStream read waits for the peer and fills the buffer it was
 
 TEST_CASE("moved TcpStream write, write_all and vectored operations move the bytes") {
     TcpListener listener = TcpListener::bind(eddy::net::SocketAddr::loopback_v4(0));
-    const std::string got = run_alone([](TcpListener& listener) -> Task<std::string> {
-        eddy::test::Connection c = co_await eddy::test::connect_pair(listener);
+    const std::string got = run_alone([](TcpListener& server) -> Task<std::string> {
+        eddy::test::Connection c = co_await eddy::test::connect_pair(server);
         auto w = relocate([&] { return c.client.write(bytes("ab")); });
         CHECK(co_await w == 2);
         auto all = relocate([&] { return c.client.write_all(std::string_view("cd")); });
@@ -120,13 +120,13 @@ TEST_CASE("moved TcpStream write, write_all and vectored operations move the byt
 
 TEST_CASE("a moved UnixStream read and a moved BufReader line over it") {
     auto [a, b] = UnixStream::pair();
-    const std::string got = run_alone([](UnixStream& a, UnixStream& b) -> Task<std::string> {
+    const std::string got = run_alone([](UnixStream& end_a, UnixStream& end_b) -> Task<std::string> {
         std::array<std::byte, 8> buf{};
-        auto op = relocate([&] { return a.read(buf); });
-        eddy::spawn(write_later(b, "unix"));
+        auto op = relocate([&] { return end_a.read(buf); });
+        eddy::spawn(write_later(end_b, "unix"));
         const std::size_t n = co_await op;
-        eddy::io::BufReader reader(a);
-        eddy::io::BufWriter writer(b);
+        eddy::io::BufReader reader(end_a);
+        eddy::io::BufWriter writer(end_b);
         co_await relocate([&] { return writer.write_all(std::string_view("a line\n")); });
         co_await relocate([&] { return writer.flush(); });
         std::string line;
@@ -138,15 +138,15 @@ TEST_CASE("a moved UnixStream read and a moved BufReader line over it") {
 
 TEST_CASE("socket operations moved and dropped unawaited leave the socket as it was") {
     auto [a, b] = UnixStream::pair();
-    const std::string got = run_alone([](UnixStream& a, UnixStream& b) -> Task<std::string> {
+    const std::string got = run_alone([](UnixStream& end_a, UnixStream& end_b) -> Task<std::string> {
         std::array<std::byte, 8> buf{};
-        (void)relocate([&] { return a.read(buf); });
+        (void)relocate([&] { return end_a.read(buf); });
         const std::array<iovec, 1> iov{iovec{buf.data(), buf.size()}};
-        (void)relocate([&] { return a.read_vectored(iov); });
-        (void)relocate([&] { return b.write_all(std::string_view("never sent")); });
+        (void)relocate([&] { return end_a.read_vectored(iov); });
+        (void)relocate([&] { return end_b.write_all(std::string_view("never sent")); });
         // A real wait on the socket now: the read has to queue on its poll state.
-        eddy::spawn(write_later(b, "later"));
-        const std::size_t n = co_await a.read(buf);
+        eddy::spawn(write_later(end_b, "later"));
+        const std::size_t n = co_await end_a.read(buf);
         co_return text(std::span(buf).first(n));
     }(a, b));
     CHECK(got == "later");

@@ -120,10 +120,10 @@ TEST_CASE("peer credentials, addresses, pair(), and a BufReader on a UnixStream"
     auto pair = UnixStream::pair();  // not a structured binding: clang 14 cannot capture one
     auto& a = pair.first;
     auto& b = pair.second;
-    CHECK(run(rt, [](UnixStream& a, UnixStream& b) -> Task<std::string> {
-              co_await a.write_all("paired");
-              a.close();
-              co_return co_await eddy::test::read_to_end(b);
+    CHECK(run(rt, [](UnixStream& end_a, UnixStream& end_b) -> Task<std::string> {
+              co_await end_a.write_all("paired");
+              end_a.close();
+              co_return co_await eddy::test::read_to_end(end_b);
           }(a, b)) == "paired");
 }
 

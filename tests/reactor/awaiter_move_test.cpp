@@ -104,10 +104,10 @@ TEST_SUITE("reactor/awaiter_move") {
 
 TEST_CASE("a moved pipe read waits for the writer and fills the buffer it was given") {
     eddy::io::Pipe p = eddy::io::pipe();
-    const std::string got = run_alone([](eddy::io::Pipe& p) -> Task<std::string> {
+    const std::string got = run_alone([](eddy::io::Pipe& pipe) -> Task<std::string> {
         std::array<std::byte, 16> buf{};
-        auto op = relocate([&] { return eddy::io::read(p.read_end.get(), buf); });
-        eddy::spawn(write_later(p.write_end.get(), "through"));
+        auto op = relocate([&] { return eddy::io::read(pipe.read_end.get(), buf); });
+        eddy::spawn(write_later(pipe.write_end.get(), "through"));
         const std::size_t n = co_await op;
         co_return text(std::span(buf).first(n));
     }(p));
@@ -116,9 +116,9 @@ TEST_CASE("a moved pipe read waits for the writer and fills the buffer it was gi
 
 TEST_CASE("a moved readiness wait reports the pipe readable") {
     eddy::io::Pipe p = eddy::io::pipe();
-    const unsigned revents = run_alone([](eddy::io::Pipe& p) -> Task<unsigned> {
-        auto op = relocate([&] { return eddy::io::readable(p.read_end.get()); });
-        eddy::spawn(write_later(p.write_end.get(), "x"));
+    const unsigned revents = run_alone([](eddy::io::Pipe& pipe) -> Task<unsigned> {
+        auto op = relocate([&] { return eddy::io::readable(pipe.read_end.get()); });
+        eddy::spawn(write_later(pipe.write_end.get(), "x"));
         co_return co_await op;
     }(p));
     CHECK((revents & POLLIN) != 0);
@@ -128,8 +128,8 @@ TEST_CASE("a moved file read and write_at reach the file") {
     eddy::test::TempDir dir;
     const std::string path = dir.file("data.txt");
     std::ofstream(path) << "file contents";
-    const std::string got = run_alone([](std::string path) -> Task<std::string> {
-        eddy::fs::File f = co_await eddy::fs::File::open(path, O_RDWR);
+    const std::string got = run_alone([](std::string file_path) -> Task<std::string> {
+        eddy::fs::File f = co_await eddy::fs::File::open(file_path, O_RDWR);
         auto write = relocate([&] { return f.write_at(bytes("FILE"), 0); });
         CHECK(co_await write == 4);
         std::array<std::byte, 64> buf{};
@@ -187,9 +187,9 @@ TEST_CASE("moved BufReader and BufWriter operations read and write through the p
     eddy::io::Pipe p = eddy::io::pipe();
     DescriptorStream in(std::move(p.read_end));
     DescriptorStream out(std::move(p.write_end));
-    const std::string got = run_alone([](DescriptorStream& in, DescriptorStream& out) -> Task<std::string> {
-        eddy::io::BufWriter writer(out, 64);
-        eddy::io::BufReader reader(in, 64);
+    const std::string got = run_alone([](DescriptorStream& src, DescriptorStream& dst) -> Task<std::string> {
+        eddy::io::BufWriter writer(dst, 64);
+        eddy::io::BufReader reader(src, 64);
         auto put = relocate([&] { return writer.write_all(std::string_view("first line\nsecond")); });
         co_await put;
         auto flush = relocate([&] { return writer.flush(); });
@@ -209,14 +209,14 @@ TEST_CASE("moved BufReader and BufWriter operations read and write through the p
 
 TEST_CASE("I/O operations moved and dropped unawaited leave nothing behind") {
     eddy::io::Pipe p = eddy::io::pipe();
-    const std::string got = run_alone([](eddy::io::Pipe& p) -> Task<std::string> {
+    const std::string got = run_alone([](eddy::io::Pipe& pipe) -> Task<std::string> {
         std::array<std::byte, 8> buf{};
-        (void)relocate([&] { return eddy::io::read(p.read_end.get(), buf); });
-        (void)relocate([&] { return eddy::io::readable(p.read_end.get()); });
+        (void)relocate([&] { return eddy::io::read(pipe.read_end.get(), buf); });
+        (void)relocate([&] { return eddy::io::readable(pipe.read_end.get()); });
         (void)relocate([&] { return eddy::sleep(std::chrono::milliseconds(1)); });
         // The pipe is untouched: the next read gets what is written.
-        co_await eddy::io::write(p.write_end.get(), bytes("after"));
-        const std::size_t n = co_await eddy::io::read(p.read_end.get(), buf);
+        co_await eddy::io::write(pipe.write_end.get(), bytes("after"));
+        const std::size_t n = co_await eddy::io::read(pipe.read_end.get(), buf);
         co_return text(std::span(buf).first(n));
     }(p));
     CHECK(got == "after");

@@ -134,8 +134,8 @@ TEST_CASE("a stop requested from a thread that is not a worker cancels a read") 
     REQUIRE(wait_count(about, 1));
     std::this_thread::sleep_for(20ms);  // likely in the kernel by now (not needed for correctness)
     CHECK(source.request_stop());
-    const ReadResult r = rt.block_on([](JoinHandle<ReadResult> h) -> Task<ReadResult> {
-        co_return co_await std::move(h);
+    const ReadResult r = rt.block_on([](JoinHandle<ReadResult> handle) -> Task<ReadResult> {
+        co_return co_await std::move(handle);
     }(std::move(h)));
     CHECK(r.outcome == Outcome::canceled);
     CHECK(r.buffer_untouched);

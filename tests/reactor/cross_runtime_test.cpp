@@ -101,7 +101,7 @@ void settle() {
 
 template <class T>
 T await_on(Runtime& rt, JoinHandle<T> h) {
-    return rt.block_on([](JoinHandle<T> h) -> Task<T> { co_return co_await std::move(h); }(std::move(h)));
+    return rt.block_on([](JoinHandle<T> handle) -> Task<T> { co_return co_await std::move(handle); }(std::move(h)));
 }
 
 /// Binds `mine` to `rt`: a read that has to wait there (its poll armed), then its byte.
@@ -149,8 +149,8 @@ TEST_CASE("a listener that waited on a destroyed runtime accepts on the next one
         (void)s;
         co_return true;
     };
-    auto connect_one = [](eddy::net::UnixAddr addr) -> Task<bool> {
-        UnixStream s = co_await UnixStream::connect(addr);
+    auto connect_one = [](eddy::net::UnixAddr address) -> Task<bool> {
+        UnixStream s = co_await UnixStream::connect(address);
         (void)s;
         co_return true;
     };
@@ -212,9 +212,9 @@ TEST_CASE("destroying the bound runtime wakes a waiter of another runtime, which
 
     Runtime b(named("xsB"));
     std::atomic<int> started{0};
-    auto second = b.spawn([](UnixStream& s, std::atomic<int>& started) -> Task<Read> {
+    auto second = b.spawn([](UnixStream& s, std::atomic<int>& starts) -> Task<Read> {
         // Bounded, so that a lost waiter fails the test instead of hanging it.
-        co_return co_await eddy::with_timeout(read_one(s, &started), eddy::test::kDeadline);
+        co_return co_await eddy::with_timeout(read_one(s, &starts), eddy::test::kDeadline);
     }(mine, started));
     while (started.load() == 0) std::this_thread::yield();
     settle();
@@ -232,10 +232,10 @@ TEST_CASE("destroying the bound runtime wakes a waiter of another runtime, which
 TEST_CASE("a socket shared by two runtimes survives either ending at any moment") {
     constexpr int kRounds = 300;
     std::atomic<int> got{0};
-    auto reader = [](UnixStream& s, std::atomic<int>& got) -> Task<void> {
+    auto reader = [](UnixStream& s, std::atomic<int>& reads) -> Task<void> {
         std::byte b{};
         try {
-            if (co_await s.read(std::span<std::byte>(&b, 1)) == 1) got.fetch_add(1);
+            if (co_await s.read(std::span<std::byte>(&b, 1)) == 1) reads.fetch_add(1);
         } catch (const std::system_error&) {
         }
     };

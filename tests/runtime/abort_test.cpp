@@ -69,8 +69,8 @@ TEST_CASE("abort cancels the wait a task is suspended on; its handle reports Tas
     Event never;
     std::atomic<int> cancelled{0};
     Runtime rt(RuntimeConfig{.workers = 2});
-    std::string r = rt.block_on([](Event& never, std::atomic<int>& cancelled) -> Task<std::string> {
-        JoinHandle<int> h = eddy::spawn_abortable(nested_wait(never, cancelled));
+    std::string r = rt.block_on([](Event& never_set, std::atomic<int>& cancels) -> Task<std::string> {
+        JoinHandle<int> h = eddy::spawn_abortable(nested_wait(never_set, cancels));
         CHECK(h.abortable());
         co_await settle();
         co_await eddy::sleep(10ms);  // it is suspended on the event by now
@@ -122,11 +122,11 @@ TEST_CASE("aborting a finished task is a no-op: its value or its own exception s
 TEST_CASE("a task that reaches no cancellation point after an abort keeps its value") {
     std::atomic<bool> go{false};
     Runtime rt(RuntimeConfig{.workers = 2});
-    int v = rt.block_on([](std::atomic<bool>& go) -> Task<int> {
-        JoinHandle<int> h = eddy::spawn_abortable(stubborn(go));
+    int v = rt.block_on([](std::atomic<bool>& start) -> Task<int> {
+        JoinHandle<int> h = eddy::spawn_abortable(stubborn(start));
         AbortHandle a = h.abort_handle();
         a.abort();
-        go.store(true);
+        start.store(true);
         int r = co_await std::move(h);
         CHECK(a.aborted());
         co_return r;
@@ -170,15 +170,15 @@ TEST_CASE("a detached aborted task is not reported as an unhandled exception") {
             reported.push_back(eddy::test::describe(e));
         };
         Runtime rt(cfg);
-        rt.block_on([](Event& never, std::atomic<int>& cancelled) -> Task<void> {
+        rt.block_on([](Event& never_set, std::atomic<int>& cancels) -> Task<void> {
             AbortHandle a;
             {
-                JoinHandle<int> h = eddy::spawn_abortable(eddy::test::wait_counting_cancel(never, cancelled));
+                JoinHandle<int> h = eddy::spawn_abortable(eddy::test::wait_counting_cancel(never_set, cancels));
                 a = h.abort_handle();
             }  // dropped: detached
             co_await settle();
             a.abort();
-            for (int i = 0; i < 1000 && cancelled.load() == 0; ++i) co_await eddy::sleep(1ms);
+            for (int i = 0; i < 1000 && cancels.load() == 0; ++i) co_await eddy::sleep(1ms);
             // A detached task that fails on its own is still reported.
             eddy::spawn_abortable(fails()).detach();
             co_await settle();
@@ -197,7 +197,7 @@ TEST_CASE("misuse: abort on a plain spawn's handle throws NotAbortable, on an em
     CHECK_FALSE(h.abortable());
     CHECK_THROWS_AS(h.abort(), eddy::NotAbortable);
     CHECK_THROWS_AS((void)h.abort_handle(), eddy::NotAbortable);
-    CHECK(rt.block_on([](JoinHandle<int> h) -> Task<int> { co_return co_await std::move(h); }(std::move(h))) == 42);
+    CHECK(rt.block_on([](JoinHandle<int> handle) -> Task<int> { co_return co_await std::move(handle); }(std::move(h))) == 42);
     JoinHandle<int> empty;
     CHECK_THROWS_AS(empty.abort(), eddy::BrokenTask);
     CHECK_THROWS_AS(eddy::spawn_abortable(answer()), eddy::WrongThread);  // off a worker

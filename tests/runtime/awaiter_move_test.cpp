@@ -111,9 +111,9 @@ TEST_SUITE("runtime/awaiter_move") {
 
 TEST_CASE("a moved Channel::receive waits on the channel and gets the value sent") {
     eddy::Channel<std::string> ch(1);
-    const std::optional<std::string> got = run_alone([](eddy::Channel<std::string>& ch) -> Task<std::optional<std::string>> {
-        auto op = relocate([&] { return ch.receive(); });
-        eddy::spawn(send_later(ch, "moved"));
+    const std::optional<std::string> got = run_alone([](eddy::Channel<std::string>& chan) -> Task<std::optional<std::string>> {
+        auto op = relocate([&] { return chan.receive(); });
+        eddy::spawn(send_later(chan, "moved"));
         co_return co_await op;
     }(ch));
     CHECK(got == std::optional<std::string>("moved"));
@@ -121,22 +121,22 @@ TEST_CASE("a moved Channel::receive waits on the channel and gets the value sent
 
 TEST_CASE("a moved Channel::send carries its value") {
     eddy::Channel<std::unique_ptr<int>> ch(1);
-    const int got = run_alone([](eddy::Channel<std::unique_ptr<int>>& ch) -> Task<int> {
-        auto op = relocate([&] { return ch.send(std::make_unique<int>(42)); });
+    const int got = run_alone([](eddy::Channel<std::unique_ptr<int>>& chan) -> Task<int> {
+        auto op = relocate([&] { return chan.send(std::make_unique<int>(42)); });
         co_await op;
-        co_return **co_await ch.receive();
+        co_return **co_await chan.receive();
     }(ch));
     CHECK(got == 42);
 }
 
 TEST_CASE("a moved Mutex::lock waits for the holder and then holds the lock") {
     eddy::Mutex m;
-    const bool owned = run_alone([](eddy::Mutex& m) -> Task<bool> {
-        eddy::MutexGuard held = co_await m.lock();
-        auto op = relocate([&] { return m.lock(); });
+    const bool owned = run_alone([](eddy::Mutex& mutex) -> Task<bool> {
+        eddy::MutexGuard held = co_await mutex.lock();
+        auto op = relocate([&] { return mutex.lock(); });
         eddy::spawn(unlock_later(std::move(held)));
         eddy::MutexGuard g = co_await op;  // handed over by unlock_later
-        const bool ok = g.owns_lock() && m.is_locked() && !m.try_lock();
+        const bool ok = g.owns_lock() && mutex.is_locked() && !mutex.try_lock();
         co_return ok;
     }(m));
     CHECK(owned);
@@ -146,9 +146,9 @@ TEST_CASE("a moved Mutex::lock waits for the holder and then holds the lock") {
 
 TEST_CASE("a moved Semaphore::acquire takes its permits once they are released") {
     eddy::Semaphore s(0);
-    run_alone([](eddy::Semaphore& s) -> Task<void> {
-        auto op = relocate([&] { return s.acquire(3); });
-        eddy::spawn(release_later(s, 4));
+    run_alone([](eddy::Semaphore& sem) -> Task<void> {
+        auto op = relocate([&] { return sem.acquire(3); });
+        eddy::spawn(release_later(sem, 4));
         co_await op;
     }(s));
     CHECK(s.available() == 1);
@@ -156,11 +156,11 @@ TEST_CASE("a moved Semaphore::acquire takes its permits once they are released")
 
 TEST_CASE("a moved Event wait returns once the event is set") {
     eddy::Event e;
-    const bool set = run_alone([](eddy::Event& e) -> Task<bool> {
-        auto op = relocate([&] { return e.operator co_await(); });
-        eddy::spawn(set_later(e));
+    const bool set = run_alone([](eddy::Event& event) -> Task<bool> {
+        auto op = relocate([&] { return event.operator co_await(); });
+        eddy::spawn(set_later(event));
         co_await op;
-        co_return e.is_set();
+        co_return event.is_set();
     }(e));
     CHECK(set);
 }
@@ -171,24 +171,24 @@ TEST_CASE("moved Notify, RwLock, Latch, oneshot and watch operations complete") 
     eddy::Latch latch(1);
     auto [tx, rx] = eddy::oneshot::channel<int>();
     auto [wtx, wrx] = eddy::watch::channel<int>(0);
-    run_alone([](eddy::Notify& n, eddy::RwLock& l, eddy::Latch& latch, eddy::oneshot::Sender<int>& tx,
-                 eddy::oneshot::Receiver<int>& rx, eddy::watch::Sender<int>& wtx,
-                 eddy::watch::Receiver<int>& wrx) -> Task<void> {
-        n.notify_one();  // the stored permit
-        auto notified = relocate([&] { return n.notified(); });
+    run_alone([](eddy::Notify& notify, eddy::RwLock& lock, eddy::Latch& gate, eddy::oneshot::Sender<int>& once_tx,
+                 eddy::oneshot::Receiver<int>& once_rx, eddy::watch::Sender<int>& watch_tx,
+                 eddy::watch::Receiver<int>& watch_rx) -> Task<void> {
+        notify.notify_one();  // the stored permit
+        auto notified = relocate([&] { return notify.notified(); });
         co_await notified;
-        auto write = relocate([&] { return l.write(); });
+        auto write = relocate([&] { return lock.write(); });
         auto guard = co_await write;
         CHECK(guard.owns_lock());
-        auto wait = relocate([&] { return latch.arrive_and_wait(); });
+        auto wait = relocate([&] { return gate.arrive_and_wait(); });
         co_await wait;
-        tx.send(7);
-        auto value = relocate([&] { return std::move(rx).operator co_await(); });
+        once_tx.send(7);
+        auto value = relocate([&] { return std::move(once_rx).operator co_await(); });
         CHECK(co_await value == 7);
-        wtx.send(5);
-        auto changed = relocate([&] { return wrx.changed(); });
+        watch_tx.send(5);
+        auto changed = relocate([&] { return watch_rx.changed(); });
         co_await changed;
-        CHECK(*wrx.borrow() == 5);
+        CHECK(*watch_rx.borrow() == 5);
     }(n, l, latch, tx, rx, wtx, wrx));
 }
 
@@ -199,14 +199,14 @@ TEST_CASE("an operation moved and then dropped with its source leaves the primit
     eddy::Event e;
     eddy::Notify n;
     eddy::Channel<eddy::test::Counted> ch(1);
-    run_alone([](eddy::Mutex& m, eddy::Semaphore& s, eddy::Event& e, eddy::Notify& n,
-                 eddy::Channel<eddy::test::Counted>& ch, eddy::test::LifetimeCounter& counter) -> Task<void> {
-        (void)relocate([&] { return m.lock(); });
-        (void)relocate([&] { return s.acquire(2); });
-        (void)relocate([&] { return e.operator co_await(); });
-        (void)relocate([&] { return n.notified(); });
-        (void)relocate([&] { return ch.send(eddy::test::Counted(counter, 1)); });
-        (void)relocate([&] { return ch.receive(); });
+    run_alone([](eddy::Mutex& mutex, eddy::Semaphore& sem, eddy::Event& event, eddy::Notify& notify,
+                 eddy::Channel<eddy::test::Counted>& chan, eddy::test::LifetimeCounter& lifetimes) -> Task<void> {
+        (void)relocate([&] { return mutex.lock(); });
+        (void)relocate([&] { return sem.acquire(2); });
+        (void)relocate([&] { return event.operator co_await(); });
+        (void)relocate([&] { return notify.notified(); });
+        (void)relocate([&] { return chan.send(eddy::test::Counted(lifetimes, 1)); });
+        (void)relocate([&] { return chan.receive(); });
         co_return;
     }(m, s, e, n, ch, counter));
     CHECK_FALSE(m.is_locked());

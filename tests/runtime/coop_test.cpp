@@ -126,14 +126,14 @@ TEST_CASE("a loop on reads of a cached file does not starve a sleeper on its wor
     Runtime rt(RuntimeConfig{.workers = 1});
     int short_reads = 0;
     Starvation r;
-    rt.block_on([](std::string path, int& short_reads, Starvation& r) -> Task<void> {
-        eddy::fs::File f = co_await eddy::fs::File::open(path);
+    rt.block_on([](std::string file_path, int& shorts, Starvation& starv) -> Task<void> {
+        eddy::fs::File f = co_await eddy::fs::File::open(file_path);
         std::vector<std::byte> buf(512);
         co_await starve(
             [&]() -> Task<void> {
-                if (co_await f.read_at(buf, 0) != buf.size()) ++short_reads;
+                if (co_await f.read_at(buf, 0) != buf.size()) ++shorts;
             },
-            r);
+            starv);
     }(path, short_reads, r));
     ::unlink(path.c_str());
     check_not_starved(r, rt);
@@ -145,12 +145,12 @@ TEST_CASE("a loop on reads of a socket a plain thread keeps full does not starve
     auto listener = eddy::net::TcpListener::bind(eddy::net::SocketAddr::loopback_v4());
     std::atomic<bool> done{false};
     Starvation r;
-    rt.block_on([](eddy::net::TcpListener& l, std::atomic<bool>& done, Starvation& r) -> Task<void> {
+    rt.block_on([](eddy::net::TcpListener& l, std::atomic<bool>& stop_flag, Starvation& starv) -> Task<void> {
         eddy::test::Connection c = co_await eddy::test::connect_pair(l);
         const int fd = c.client.native_handle();
-        std::thread writer([fd, &done] {
+        std::thread writer([fd, &stop_flag] {
             const std::vector<char> chunk(1 << 16, 'y');
-            while (!done.load()) {
+            while (!stop_flag.load()) {
                 if (::send(fd, chunk.data(), chunk.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
                     std::this_thread::sleep_for(20us);  // full: the reader catches up
             }
@@ -158,8 +158,8 @@ TEST_CASE("a loop on reads of a socket a plain thread keeps full does not starve
         // Let the writer fill the socket first: then reads find data at once.
         std::this_thread::sleep_for(50ms);
         std::vector<std::byte> buf(64);
-        co_await starve([&]() -> Task<void> { (void)co_await c.server.read(buf); }, r);
-        done.store(true);
+        co_await starve([&]() -> Task<void> { (void)co_await c.server.read(buf); }, starv);
+        stop_flag.store(true);
         writer.join();
     }(listener, done, r));
     check_not_starved(r, rt);
@@ -218,12 +218,12 @@ TEST_CASE("the operation that spends the budget keeps its result: a prefilled ch
         REQUIRE(ch.try_send(std::move(v)));
     }
     const std::uint64_t yields_before = rt.metrics().total(&eddy::WorkerMetrics::budget_yields);
-    const bool ok = rt.block_on([](eddy::Channel<std::uint64_t>& ch) -> Task<bool> {
+    const bool ok = rt.block_on([](eddy::Channel<std::uint64_t>& chan) -> Task<bool> {
         for (std::uint64_t i = 0; i < kItems; ++i) {
-            const std::optional<std::uint64_t> v = co_await ch.receive();
+            const std::optional<std::uint64_t> v = co_await chan.receive();
             if (!v || *v != i) co_return false;
         }
-        co_return ch.size() == 0;
+        co_return chan.size() == 0;
     }(ch));
     CHECK(ok);
     // One yield per 128 ready receives.
@@ -313,13 +313,13 @@ TEST_CASE("consume_budget makes a pure computation loop yield to a spawned task"
     const int ran_at = rt.block_on([]() -> Task<int> {
         std::atomic<bool> child_ran{false};
         JoinHandle<void> child = eddy::spawn(set_flag(child_ran));
-        int ran_at = -1;
-        for (int i = 0; i < 10'000 && ran_at < 0; ++i) {
-            if (child_ran.load()) ran_at = i;
+        int first_run = -1;
+        for (int i = 0; i < 10'000 && first_run < 0; ++i) {
+            if (child_ran.load()) first_run = i;
             co_await eddy::coop::consume_budget();
         }
         co_await std::move(child);
-        co_return ran_at;
+        co_return first_run;
     }());
     CHECK(ran_at > 0);
     CHECK(ran_at <= static_cast<int>(eddy::detail::kCoopBudget));

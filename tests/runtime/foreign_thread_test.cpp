@@ -56,7 +56,7 @@ TEST_CASE("a plain thread's oneshot sends wake tasks that are already waiting") 
     });
     sender.join();
     long sum = 0;
-    for (auto& h : handles) sum += rt.block_on([](eddy::JoinHandle<int> h) -> Task<int> { co_return co_await std::move(h); }(std::move(h)));
+    for (auto& h : handles) sum += rt.block_on([](eddy::JoinHandle<int> handle) -> Task<int> { co_return co_await std::move(handle); }(std::move(h)));
     CHECK(sum == 3L * kTasks * (kTasks - 1) / 2);
 }
 

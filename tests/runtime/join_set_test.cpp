@@ -106,10 +106,10 @@ TEST_CASE("abort_all cancels the running tasks, which then report TaskAborted; f
     Event never;
     std::atomic<int> cancelled{0};
     Runtime rt(RuntimeConfig{.workers = 2});
-    rt.block_on([](Event& never, std::atomic<int>& cancelled) -> Task<void> {
+    rt.block_on([](Event& never_set, std::atomic<int>& cancels) -> Task<void> {
         JoinSet<int> set;
         set.spawn(value(9));
-        for (int i = 0; i < 10; ++i) set.spawn(eddy::test::wait_counting_cancel(never, cancelled));
+        for (int i = 0; i < 10; ++i) set.spawn(eddy::test::wait_counting_cancel(never_set, cancels));
         while (set.try_join_next() == std::nullopt) co_await eddy::yield_now();  // 9 finished...
         co_await settle();
         set.abort_all();
@@ -131,14 +131,14 @@ TEST_CASE("one AbortHandle from spawn aborts one task only") {
     Event never;
     std::atomic<int> cancelled{0};
     Runtime rt(RuntimeConfig{.workers = 1});
-    rt.block_on([](Event& go, Event& never, std::atomic<int>& cancelled) -> Task<void> {
+    rt.block_on([](Event& start, Event& never_set, std::atomic<int>& cancels) -> Task<void> {
         JoinSet<int> set;
-        eddy::AbortHandle a = set.spawn(eddy::test::wait_counting_cancel(never, cancelled));
-        set.spawn(after(go, 4));
+        eddy::AbortHandle a = set.spawn(eddy::test::wait_counting_cancel(never_set, cancels));
+        set.spawn(after(start, 4));
         co_await settle();
         a.abort();
         CHECK_THROWS_AS(co_await set.join_next(), eddy::TaskAborted);
-        go.set();
+        start.set();
         CHECK(*co_await set.join_next() == 4);
     }(go, never, cancelled));
     CHECK(cancelled.load() == 1);
@@ -148,13 +148,13 @@ TEST_CASE("dropping the set aborts its tasks; they unwind on their own") {
     Event never;
     std::atomic<int> cancelled{0};
     Runtime rt(RuntimeConfig{.workers = 2});
-    rt.block_on([](Event& never, std::atomic<int>& cancelled) -> Task<void> {
+    rt.block_on([](Event& never_set, std::atomic<int>& cancels) -> Task<void> {
         {
             JoinSet<int> set;
-            for (int i = 0; i < 5; ++i) set.spawn(eddy::test::wait_counting_cancel(never, cancelled));
+            for (int i = 0; i < 5; ++i) set.spawn(eddy::test::wait_counting_cancel(never_set, cancels));
             co_await settle();
         }
-        for (int i = 0; i < 2000 && cancelled.load() < 5; ++i) co_await eddy::sleep(1ms);
+        for (int i = 0; i < 2000 && cancels.load() < 5; ++i) co_await eddy::sleep(1ms);
     }(never, cancelled));
     CHECK(cancelled.load() == 5);
 }
@@ -189,9 +189,9 @@ TEST_CASE("a cancelled join_next takes nothing; the result stays for the next on
 TEST_CASE("JoinSet<void> counts finished tasks") {
     std::atomic<int> n{0};
     Runtime rt(RuntimeConfig{.workers = 2});
-    int joined = rt.block_on([](std::atomic<int>& n) -> Task<int> {
+    int joined = rt.block_on([](std::atomic<int>& count) -> Task<int> {
         JoinSet<void> set;
-        for (int i = 0; i < 100; ++i) set.spawn(touch(n));
+        for (int i = 0; i < 100; ++i) set.spawn(touch(count));
         int k = 0;
         while (co_await set.join_next()) ++k;
         co_return k;
@@ -222,8 +222,8 @@ TEST_CASE("shutdown with set members still waiting destroys them without a leak"
     auto set = std::make_unique<JoinSet<int>>();
     {
         Runtime rt(RuntimeConfig{.workers = 2});
-        rt.block_on([](JoinSet<int>& set, Event& never, std::atomic<int>& cancelled) -> Task<void> {
-            for (int i = 0; i < 10; ++i) set.spawn(eddy::test::wait_counting_cancel(never, cancelled));
+        rt.block_on([](JoinSet<int>& tasks, Event& never_set, std::atomic<int>& cancels) -> Task<void> {
+            for (int i = 0; i < 10; ++i) tasks.spawn(eddy::test::wait_counting_cancel(never_set, cancels));
             co_await settle();
         }(*set, never, cancelled));
     }

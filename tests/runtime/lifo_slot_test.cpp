@@ -59,12 +59,12 @@ int exchanges_before_queued_task_ran(std::uint32_t global_queue_interval) {
     Runtime rt(RuntimeConfig{.workers = 1, .global_queue_interval = global_queue_interval});
     std::atomic<int> exchanges{0};
     std::atomic<int> seen{-1};
-    rt.block_on([](std::atomic<int>& exchanges, std::atomic<int>& seen) -> Task<void> {
+    rt.block_on([](std::atomic<int>& swaps, std::atomic<int>& hits) -> Task<void> {
         Channel<int> to_b(1);
         Channel<int> to_a(1);
         // The recorder goes first, so it waits in the deque behind the pair.
-        JoinHandle<void> r = eddy::spawn(record(exchanges, seen));
-        JoinHandle<void> a = eddy::spawn(player_a(to_b, to_a, exchanges));
+        JoinHandle<void> r = eddy::spawn(record(swaps, hits));
+        JoinHandle<void> a = eddy::spawn(player_a(to_b, to_a, swaps));
         JoinHandle<void> b = eddy::spawn(player_b(to_b, to_a));
         co_await std::move(a);
         co_await std::move(b);
@@ -126,10 +126,10 @@ TEST_CASE("a short computation keeps its spawned child on its own worker") {
     Runtime rt(RuntimeConfig{.workers = 2});
     for (int i = 0; i < 20; ++i) {
         std::atomic<int> child_worker{-1};
-        const bool same = rt.block_on([](std::atomic<int>& child_worker) -> Task<bool> {
+        const bool same = rt.block_on([](std::atomic<int>& child) -> Task<bool> {
             const int me = static_cast<int>(eddy::this_worker::index().value_or(99));
-            co_await eddy::spawn(note_worker(child_worker));
-            co_return child_worker.load() == me;
+            co_await eddy::spawn(note_worker(child));
+            co_return child.load() == me;
         }(child_worker));
         CHECK(same);
     }

@@ -47,11 +47,11 @@ Task<std::string> read_after_yield() {
 TEST_CASE("a binding is seen by the task and everything it awaits, and only inside the scope") {
     Runtime rt(RuntimeConfig{.workers = 2});
     auto [outside, inside, deep, after] = rt.block_on([]() -> Task<std::tuple<std::string, std::string, std::string, std::string>> {
-        std::string outside = co_await read_id();
-        std::string inside = co_await request_id.scope("req-1", read_id());
-        std::string deep = co_await request_id.scope("req-2", nested_read(100));
-        std::string after = co_await read_id();
-        co_return std::tuple{outside, inside, deep, after};
+        std::string outside_id = co_await read_id();
+        std::string inside_id = co_await request_id.scope("req-1", read_id());
+        std::string deep_id = co_await request_id.scope("req-2", nested_read(100));
+        std::string after_id = co_await read_id();
+        co_return std::tuple{outside_id, inside_id, deep_id, after_id};
     }());
     CHECK(outside == "<none>");
     CHECK(inside == "req-1");
@@ -62,29 +62,29 @@ TEST_CASE("a binding is seen by the task and everything it awaits, and only insi
 TEST_CASE("when_all, when_any, with_timeout and TaskGroup children inherit the binding; spawned tasks do not") {
     Runtime rt(RuntimeConfig{.workers = 2});
     std::vector<std::string> seen = rt.block_on(request_id.scope("r", []() -> Task<std::vector<std::string>> {
-        std::vector<std::string> seen;
+        std::vector<std::string> ids;
         auto [a, b] = co_await eddy::when_all(read_after_yield(), read_id());
-        seen.push_back(a);
-        seen.push_back(b);
+        ids.push_back(a);
+        ids.push_back(b);
         std::vector<Task<std::string>> many;
         for (int i = 0; i < 20; ++i) many.push_back(read_after_yield());
         for (std::string& s : co_await eddy::when_all(std::move(many))) CHECK(s == "r");
         auto any = co_await eddy::when_any(read_id(), read_after_yield());
-        seen.push_back(std::visit([](const std::string& s) { return s; }, any));
-        seen.push_back(co_await eddy::with_timeout(read_after_yield(), 10s));
-        seen.push_back(co_await eddy::shield(read_id()));
-        seen.push_back(co_await eddy::coop::unconstrained(read_id()));
+        ids.push_back(std::visit([](const std::string& s) { return s; }, any));
+        ids.push_back(co_await eddy::with_timeout(read_after_yield(), 10s));
+        ids.push_back(co_await eddy::shield(read_id()));
+        ids.push_back(co_await eddy::coop::unconstrained(read_id()));
         std::string in_group;
         co_await eddy::task_group([&in_group](eddy::TaskGroup& g) -> Task<void> {
             g.spawn([](std::string& out) -> Task<void> { out = co_await read_after_yield(); }(in_group));
             co_return;
         });
-        seen.push_back(in_group);
-        seen.push_back(co_await eddy::spawn(read_id()));  // a spawned task starts unbound
+        ids.push_back(in_group);
+        ids.push_back(co_await eddy::spawn(read_id()));  // a spawned task starts unbound
         eddy::JoinSet<std::string> set;
         set.spawn(read_id());
-        seen.push_back(*co_await set.join_next());
-        co_return seen;
+        ids.push_back(*co_await set.join_next());
+        co_return ids;
     }()));
     CHECK(seen == std::vector<std::string>{"r", "r", "r", "r", "r", "r", "r", "<none>", "<none>"});
 }
@@ -109,19 +109,19 @@ TEST_CASE("more keys than the inline table holds") {
     std::vector<std::unique_ptr<task_local<int>>> keys;
     for (int i = 0; i < 20; ++i) keys.push_back(std::make_unique<task_local<int>>());
     Runtime rt(RuntimeConfig{.workers = 1});
-    int sum = rt.block_on([](std::vector<std::unique_ptr<task_local<int>>>& keys) -> Task<int> {
+    int sum = rt.block_on([](std::vector<std::unique_ptr<task_local<int>>>& locals) -> Task<int> {
         // Bind every key, one scope inside the other, then read them all at the bottom.
         struct Bind {
-            static Task<int> at(std::vector<std::unique_ptr<task_local<int>>>& keys, std::size_t i) {
-                if (i == keys.size()) {
+            static Task<int> at(std::vector<std::unique_ptr<task_local<int>>>& locals, std::size_t i) {
+                if (i == locals.size()) {
                     int s = 0;
-                    for (auto& k : keys) s += co_await k->get();
+                    for (auto& k : locals) s += co_await k->get();
                     co_return s;
                 }
-                co_return co_await keys[i]->scope(static_cast<int>(i), at(keys, i + 1));
+                co_return co_await locals[i]->scope(static_cast<int>(i), at(locals, i + 1));
             }
         };
-        co_return co_await Bind::at(keys, 0);
+        co_return co_await Bind::at(locals, 0);
     }(keys));
     CHECK(sum == 190);
 }

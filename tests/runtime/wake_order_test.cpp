@@ -164,29 +164,29 @@ std::uint64_t run_stream(Stream& s, bool remote) {
             }
         });
     }
-    rt.block_on([](Stream& s, std::vector<std::unique_ptr<Notify>>& outside, std::atomic<bool>& done,
-                   std::uint64_t& remote_runs) -> Task<void> {
+    rt.block_on([](Stream& stream, std::vector<std::unique_ptr<Notify>>& foreign, std::atomic<bool>& finished,
+                   std::uint64_t& remote_count) -> Task<void> {
         std::vector<JoinHandle<void>> waiters;
-        for (std::size_t i = 0; i < s.w.size(); ++i) waiters.push_back(eddy::spawn(waiter(s, i)));
-        for (auto& n : outside) {
-            waiters.push_back(eddy::spawn([](Stream& s, Notify& n, std::atomic<bool>& done, std::uint64_t& runs) -> Task<void> {
-                while (!done.load()) {
-                    co_await n.notified();
-                    ++s.polls;  // one more poll on this worker between the stream's
+        for (std::size_t i = 0; i < stream.w.size(); ++i) waiters.push_back(eddy::spawn(waiter(stream, i)));
+        for (auto& n : foreign) {
+            waiters.push_back(eddy::spawn([](Stream& st, Notify& notify, std::atomic<bool>& stop, std::uint64_t& runs) -> Task<void> {
+                while (!stop.load()) {
+                    co_await notify.notified();
+                    ++st.polls;  // one more poll on this worker between the stream's
                     ++runs;
                 }
-            }(s, *n, done, remote_runs)));
+            }(stream, *n, finished, remote_count)));
         }
-        while (s.waiting < s.w.size()) co_await eddy::yield_now();
+        while (stream.waiting < stream.w.size()) co_await eddy::yield_now();
         Notify a, b;
-        JoinHandle<void> pa = eddy::spawn(producer(s, a, b, 40, 5'000, 0));
-        JoinHandle<void> pb = eddy::spawn(producer(s, b, a, 40, 5'000, 1));
+        JoinHandle<void> pa = eddy::spawn(producer(stream, a, b, 40, 5'000, 0));
+        JoinHandle<void> pb = eddy::spawn(producer(stream, b, a, 40, 5'000, 1));
         co_await std::move(pa);
         co_await std::move(pb);
-        s.stop = true;
-        done.store(true);
-        for (auto& x : s.w) x.notify->notify_one();
-        for (auto& n : outside) n->notify_one();
+        stream.stop = true;
+        finished.store(true);
+        for (auto& x : stream.w) x.notify->notify_one();
+        for (auto& n : foreign) n->notify_one();
         for (auto& h : waiters) co_await std::move(h);
     }(s, outside, done, remote_runs));
     done.store(true);
@@ -224,18 +224,18 @@ TEST_CASE("the bound holds while another thread keeps waking tasks of the same w
 TEST_CASE("tasks woken one by one in one poll run in that order, the last first (the LIFO slot)") {
     Runtime rt(RuntimeConfig{.workers = 1});
     std::vector<int> order;
-    rt.block_on([](std::vector<int>& order) -> Task<void> {
+    rt.block_on([](std::vector<int>& trace) -> Task<void> {
         constexpr int kN = 100;
         std::vector<std::unique_ptr<Notify>> n;
         std::vector<JoinHandle<void>> waiters;
         int waiting = 0;
         for (int i = 0; i < kN; ++i) {
             n.push_back(std::make_unique<Notify>());
-            waiters.push_back(eddy::spawn([](Notify& n, std::vector<int>& order, int& waiting, int i) -> Task<void> {
-                ++waiting;
-                co_await n.notified();
-                order.push_back(i);
-            }(*n.back(), order, waiting, i)));
+            waiters.push_back(eddy::spawn([](Notify& notify, std::vector<int>& seq, int& parked, int index) -> Task<void> {
+                ++parked;
+                co_await notify.notified();
+                seq.push_back(index);
+            }(*n.back(), trace, waiting, i)));
         }
         while (waiting < kN) co_await eddy::yield_now();
         for (auto& x : n) x->notify_one();
@@ -259,17 +259,17 @@ TEST_CASE("a task spawned under a steady stream of wake-ups runs within a slot c
     Stream s(1000);
     std::uint64_t spawned_at = 0;
     std::uint64_t ran_at = 0;
-    rt.block_on([](Stream& s, std::uint64_t& spawned_at, std::uint64_t& ran_at) -> Task<void> {
+    rt.block_on([](Stream& stream, std::uint64_t& spawned, std::uint64_t& ran) -> Task<void> {
         std::vector<JoinHandle<void>> waiters;
-        for (std::size_t i = 0; i < s.w.size(); ++i) waiters.push_back(eddy::spawn(waiter(s, i)));
-        while (s.waiting < s.w.size()) co_await eddy::yield_now();
+        for (std::size_t i = 0; i < stream.w.size(); ++i) waiters.push_back(eddy::spawn(waiter(stream, i)));
+        while (stream.waiting < stream.w.size()) co_await eddy::yield_now();
         Notify a, b;
-        JoinHandle<void> pa = eddy::spawn(producer(s, a, b, 4, 5'000, 0, 2'500, &spawned_at, &ran_at));
-        JoinHandle<void> pb = eddy::spawn(producer(s, b, a, 4, 5'000, 1));
+        JoinHandle<void> pa = eddy::spawn(producer(stream, a, b, 4, 5'000, 0, 2'500, &spawned, &ran));
+        JoinHandle<void> pb = eddy::spawn(producer(stream, b, a, 4, 5'000, 1));
         co_await std::move(pa);
         co_await std::move(pb);
-        s.stop = true;
-        for (auto& x : s.w) x.notify->notify_one();
+        stream.stop = true;
+        for (auto& x : stream.w) x.notify->notify_one();
         for (auto& h : waiters) co_await std::move(h);
     }(s, spawned_at, ran_at));
     INFO("the spawned task ran after " << ran_at - spawned_at - 1 << " polls");

@@ -45,10 +45,10 @@ TEST_CASE("frames through TCP, buffered on both sides, then the clean end") {
         client.shutdown();
         eddy::io::BufReader in(server);
         FrameReader frames(in);
-        std::vector<std::vector<std::byte>> got;
+        std::vector<std::vector<std::byte>> frames_read;
         std::vector<std::byte> frame;
-        while (co_await frames.read_frame(frame)) got.push_back(frame);
-        co_return got;
+        while (co_await frames.read_frame(frame)) frames_read.push_back(frame);
+        co_return frames_read;
     }());
     CHECK(got == sent);
 }

@@ -73,17 +73,17 @@ TEST_CASE("readable completes only once a byte is written, and leaves the byte t
     Runtime rt(RuntimeConfig{.workers = 2});
     Pipe p;
     std::atomic<bool> written{false};
-    const auto [ev, was_written_first] = rt.block_on([](Pipe& p, std::atomic<bool>& written) -> Task<std::pair<unsigned, bool>> {
-        auto writer = [](Pipe& p, std::atomic<bool>& written) -> Task<void> {
+    const auto [ev, was_written_first] = rt.block_on([](Pipe& pipe, std::atomic<bool>& wrote) -> Task<std::pair<unsigned, bool>> {
+        auto writer = [](Pipe& ends, std::atomic<bool>& flag) -> Task<void> {
             co_await eddy::sleep(50ms);
-            written.store(true);
-            REQUIRE(::write(p.w, "x", 1) == 1);
+            flag.store(true);
+            REQUIRE(::write(ends.w, "x", 1) == 1);
         };
-        auto waiter = [](Pipe& p, std::atomic<bool>& written) -> Task<std::pair<unsigned, bool>> {
-            const unsigned ev = co_await eddy::io::readable(p.r);
-            co_return std::pair{ev, written.load()};
+        auto waiter = [](Pipe& ends, std::atomic<bool>& flag) -> Task<std::pair<unsigned, bool>> {
+            const unsigned revents = co_await eddy::io::readable(ends.r);
+            co_return std::pair{revents, flag.load()};
         };
-        auto [r, _] = co_await eddy::when_all(waiter(p, written), writer(p, written));
+        auto [r, _] = co_await eddy::when_all(waiter(pipe, wrote), writer(pipe, wrote));
         co_return r;
     }(p, written));
     CHECK((ev & POLLIN) != 0);
@@ -148,12 +148,12 @@ TEST_CASE("an eventfd written by a plain thread wakes the waiting task") {
         }
     });
     // The driver loop of an event-loop library: wait, then consume what is there.
-    const std::uint64_t total = rt.block_on([](int efd) -> Task<std::uint64_t> {
+    const std::uint64_t total = rt.block_on([](int event_fd) -> Task<std::uint64_t> {
         std::uint64_t sum = 0;
         while (sum < kRounds) {
-            (void)co_await eddy::io::readable(efd);
+            (void)co_await eddy::io::readable(event_fd);
             std::uint64_t v = 0;
-            if (::read(efd, &v, sizeof v) == sizeof v) sum += v;  // EAGAIN: another look
+            if (::read(event_fd, &v, sizeof v) == sizeof v) sum += v;  // EAGAIN: another look
         }
         co_return sum;
     }(efd));
@@ -256,13 +256,13 @@ TEST_CASE("200 tasks waiting on 200 pipes are all woken") {
     std::vector<std::unique_ptr<Pipe>> pipes;
     for (int i = 0; i < kPipes; ++i) pipes.push_back(std::make_unique<Pipe>());
     std::atomic<int> waiting{0};
-    auto waits = rt.spawn([](std::vector<std::unique_ptr<Pipe>>& pipes, std::atomic<int>& waiting) -> Task<int> {
+    auto waits = rt.spawn([](std::vector<std::unique_ptr<Pipe>>& all_pipes, std::atomic<int>& waiters) -> Task<int> {
         std::vector<Task<unsigned>> all;
-        for (auto& p : pipes)
-            all.push_back([](int fd, std::atomic<int>& waiting) -> Task<unsigned> {
-                waiting.fetch_add(1);
+        for (auto& p : all_pipes)
+            all.push_back([](int fd, std::atomic<int>& count) -> Task<unsigned> {
+                count.fetch_add(1);
                 co_return co_await eddy::io::readable(fd);
-            }(p->r, waiting));
+            }(p->r, waiters));
         const std::vector<unsigned> evs = co_await eddy::when_all(std::move(all));
         int readable = 0;
         for (unsigned ev : evs) readable += (ev & POLLIN) != 0 ? 1 : 0;

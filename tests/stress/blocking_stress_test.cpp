@@ -105,7 +105,7 @@ TEST_CASE("runtimes shut down with blocking calls queued and running: each call 
         for (auto& h : handles) {
             CHECK(h.is_finished());
             try {
-                (void)other.block_on([](JoinHandle<int> h) -> Task<int> { co_return co_await std::move(h); }(std::move(h)));
+                (void)other.block_on([](JoinHandle<int> handle) -> Task<int> { co_return co_await std::move(handle); }(std::move(h)));
                 ++values;
             } catch (const eddy::RuntimeStopped&) {
             }

@@ -45,14 +45,14 @@ struct Tally {
 Task<void> racer(int rd, int wr, eddy::net::UnixStream* sock, std::chrono::microseconds deadline,
                  std::chrono::microseconds delay, Tally& tally) {
     std::array<std::byte, 1> buf{};
-    auto reader = [](int rd, eddy::net::UnixStream* sock, std::span<std::byte> b) -> Task<std::size_t> {
-        if (sock != nullptr) co_return co_await sock->read(b);
-        co_return co_await eddy::io::read(rd, b);
+    auto reader = [](int fd, eddy::net::UnixStream* stream, std::span<std::byte> b) -> Task<std::size_t> {
+        if (stream != nullptr) co_return co_await stream->read(b);
+        co_return co_await eddy::io::read(fd, b);
     };
-    auto writer = [](int wr, std::chrono::microseconds delay) -> Task<void> {
-        if (delay > 0us) co_await eddy::sleep(delay);
+    auto writer = [](int fd, std::chrono::microseconds after) -> Task<void> {
+        if (after > 0us) co_await eddy::sleep(after);
         const char c = 'q';
-        REQUIRE(::write(wr, &c, 1) == 1);
+        REQUIRE(::write(fd, &c, 1) == 1);
     };
     auto guarded = [](auto reader_task, std::chrono::microseconds d) -> Task<int> {
         try {

@@ -23,7 +23,7 @@ namespace eddy::test {
 /// yields, bounded: "lost" if neither happened in time (a hang, really).
 inline Task<std::string> spend_permit(Notify& n) {
     const std::size_t before = n.waiters();
-    JoinHandle<void> probe = eddy::spawn([](Notify& n) -> Task<void> { co_await n.notified(); }(n));
+    JoinHandle<void> probe = eddy::spawn([](Notify& notify) -> Task<void> { co_await notify.notified(); }(n));
     const auto deadline = std::chrono::steady_clock::now() + kDeadline;
     while (!probe.is_finished() && n.waiters() == before) {
         if (past(deadline)) co_return "lost";

@@ -74,20 +74,20 @@ TEST_CASE("the n-th arrival completes the generation as its leader; the others w
         std::uint64_t generation = 0;
         std::size_t waiting_after = 1;
     };
-    const Result r = rt.block_on([](Barrier& b) -> Task<Result> {
-        JoinHandle<bool> first = eddy::spawn(arrive(b));
+    const Result r = rt.block_on([](Barrier& barrier) -> Task<Result> {
+        JoinHandle<bool> first = eddy::spawn(arrive(barrier));
         co_await settle();
-        JoinHandle<bool> second = eddy::spawn(arrive(b));
+        JoinHandle<bool> second = eddy::spawn(arrive(barrier));
         co_await settle();
-        Result r;
-        r.waiting_before_last = b.waiting();
-        r.early = first.is_finished() || second.is_finished() || b.generation() != 0;
-        r.last_leads = (co_await b.arrive_and_wait()).is_leader();  // does not suspend
-        r.generation = b.generation();
-        r.waiting_after = b.waiting();
-        r.first = co_await role(std::move(first));
-        r.second = co_await role(std::move(second));
-        co_return r;
+        Result result;
+        result.waiting_before_last = barrier.waiting();
+        result.early = first.is_finished() || second.is_finished() || barrier.generation() != 0;
+        result.last_leads = (co_await barrier.arrive_and_wait()).is_leader();  // does not suspend
+        result.generation = barrier.generation();
+        result.waiting_after = barrier.waiting();
+        result.first = co_await role(std::move(first));
+        result.second = co_await role(std::move(second));
+        co_return result;
     }(b));
     CHECK(r.waiting_before_last == 2);
     CHECK_FALSE(r.early);
@@ -101,10 +101,10 @@ TEST_CASE("the n-th arrival completes the generation as its leader; the others w
 TEST_CASE("Barrier(1): every arrival is a generation of its own, led by itself") {
     Runtime rt(RuntimeConfig{.workers = 1});
     Barrier b(1);
-    const int leaders = rt.block_on([](Barrier& b) -> Task<int> {
-        int leaders = 0;
-        for (int i = 0; i < 5; ++i) leaders += (co_await b.arrive_and_wait()).is_leader() ? 1 : 0;
-        co_return leaders;
+    const int leaders = rt.block_on([](Barrier& barrier) -> Task<int> {
+        int count = 0;
+        for (int i = 0; i < 5; ++i) count += (co_await barrier.arrive_and_wait()).is_leader() ? 1 : 0;
+        co_return count;
     }(b));
     CHECK(leaders == 5);
     CHECK(b.generation() == 5);
@@ -116,21 +116,21 @@ TEST_CASE("the barrier is reused: on four workers every generation has all n tas
     Barrier b(kTasks);
     std::array<std::atomic<int>, kGenerations> arrived{}, leaders{};
     std::atomic<int> short_generations{0};
-    rt.block_on([](Barrier& b, std::array<std::atomic<int>, kGenerations>& arrived,
-                   std::array<std::atomic<int>, kGenerations>& leaders, std::atomic<int>& short_generations) -> Task<void> {
-        auto member = [](Barrier& b, std::array<std::atomic<int>, kGenerations>& arrived,
-                         std::array<std::atomic<int>, kGenerations>& leaders,
-                         std::atomic<int>& short_generations) -> Task<void> {
+    rt.block_on([](Barrier& barrier, std::array<std::atomic<int>, kGenerations>& arrivals,
+                   std::array<std::atomic<int>, kGenerations>& leader_counts, std::atomic<int>& short_gens) -> Task<void> {
+        auto member = [](Barrier& bar, std::array<std::atomic<int>, kGenerations>& arr,
+                         std::array<std::atomic<int>, kGenerations>& leads,
+                         std::atomic<int>& shorts) -> Task<void> {
             for (int g = 0; g < kGenerations; ++g) {
-                arrived[g].fetch_add(1);
-                const BarrierResult r = co_await b.arrive_and_wait();
-                if (arrived[g].load() != kTasks) short_generations.fetch_add(1);  // all of it is here
-                if (r.is_leader()) leaders[g].fetch_add(1);
+                arr[g].fetch_add(1);
+                const BarrierResult r = co_await bar.arrive_and_wait();
+                if (arr[g].load() != kTasks) shorts.fetch_add(1);  // all of it is here
+                if (r.is_leader()) leads[g].fetch_add(1);
                 if (g % 3 == 0) co_await eddy::yield_now();
             }
         };
         std::vector<JoinHandle<void>> all;
-        for (int i = 0; i < kTasks; ++i) all.push_back(eddy::spawn(member(b, arrived, leaders, short_generations)));
+        for (int i = 0; i < kTasks; ++i) all.push_back(eddy::spawn(member(barrier, arrivals, leader_counts, short_gens)));
         for (auto& h : all) co_await std::move(h);
     }(b, arrived, leaders, short_generations));
     CHECK(short_generations.load() == 0);
@@ -150,23 +150,23 @@ TEST_CASE("a cancelled arrival is withdrawn: the generation still needs n arriva
         bool completed_early = true;
         bool last_leads = false;
     };
-    const Result r = rt.block_on([](Barrier& b) -> Task<Result> {
+    const Result r = rt.block_on([](Barrier& barrier) -> Task<Result> {
         std::stop_source stop;
-        JoinHandle<bool> x = eddy::spawn(eddy::with_stop_token(arrive(b), stop.get_token()));
+        JoinHandle<bool> x = eddy::spawn(eddy::with_stop_token(arrive(barrier), stop.get_token()));
         co_await settle();
-        JoinHandle<bool> a = eddy::spawn(arrive(b));
+        JoinHandle<bool> a = eddy::spawn(arrive(barrier));
         co_await settle();
         stop.request_stop();
-        Result r;
-        r.cancelled = co_await role(std::move(x));
-        r.waiting_after_cancel = b.waiting();
-        JoinHandle<bool> c = eddy::spawn(arrive(b));  // the third arrival, but only two are there
+        Result result;
+        result.cancelled = co_await role(std::move(x));
+        result.waiting_after_cancel = barrier.waiting();
+        JoinHandle<bool> c = eddy::spawn(arrive(barrier));  // the third arrival, but only two are there
         co_await settle();
-        r.completed_early = a.is_finished() || c.is_finished() || b.generation() != 0;
-        r.last_leads = (co_await b.arrive_and_wait()).is_leader();
-        r.a = co_await role(std::move(a));
-        r.c = co_await role(std::move(c));
-        co_return r;
+        result.completed_early = a.is_finished() || c.is_finished() || barrier.generation() != 0;
+        result.last_leads = (co_await barrier.arrive_and_wait()).is_leader();
+        result.a = co_await role(std::move(a));
+        result.c = co_await role(std::move(c));
+        co_return result;
     }(b));
     CHECK(r.cancelled == "cancelled");
     CHECK(r.waiting_after_cancel == 1);
@@ -180,11 +180,11 @@ TEST_CASE("a cancelled arrival is withdrawn: the generation still needs n arriva
 TEST_CASE("an arrival whose generation completed before its cancel took effect returns normally") {
     Runtime rt(RuntimeConfig{.workers = 1});
     Barrier b(2);
-    const std::string how = rt.block_on([](Barrier& b) -> Task<std::string> {
+    const std::string how = rt.block_on([](Barrier& barrier) -> Task<std::string> {
         std::stop_source stop;
-        JoinHandle<bool> x = eddy::spawn(eddy::with_stop_token(arrive(b), stop.get_token()));
+        JoinHandle<bool> x = eddy::spawn(eddy::with_stop_token(arrive(barrier), stop.get_token()));
         co_await settle();
-        const bool led = (co_await b.arrive_and_wait()).is_leader();  // completes x's generation...
+        const bool led = (co_await barrier.arrive_and_wait()).is_leader();  // completes x's generation...
         stop.request_stop();                                        // ...before the stop
         co_return (led ? "" : "not leader, ") + co_await role(std::move(x));
     }(b));
@@ -211,12 +211,12 @@ TEST_CASE("stops racing the last arrival on two workers: a generation never comp
     struct Result {
         int bad = 0, together = 0, withdrawn = 0;
     };
-    const Result r = rt.block_on([](Barrier& b) -> Task<Result> {
-        Result r;
+    const Result r = rt.block_on([](Barrier& barrier) -> Task<Result> {
+        Result result;
         for (int i = 0; i < 300; ++i) {
-            const std::uint64_t gen = b.generation();
+            const std::uint64_t gen = barrier.generation();
             std::stop_source stop;
-            JoinHandle<bool> x = eddy::spawn(eddy::with_stop_token(arrive(b), stop.get_token()));
+            JoinHandle<bool> x = eddy::spawn(eddy::with_stop_token(arrive(barrier), stop.get_token()));
             co_await eddy::yield_now();
             auto stop_it = [](std::stop_source s) -> Task<void> {
                 s.request_stop();
@@ -225,28 +225,28 @@ TEST_CASE("stops racing the last arrival on two workers: a generation never comp
             // The last spawned runs first here unless the other worker steals one: alternate.
             std::optional<JoinHandle<void>> stopper;
             if (i % 2 == 0) stopper.emplace(eddy::spawn(stop_it(stop)));
-            JoinHandle<bool> y = eddy::spawn(arrive(b));
+            JoinHandle<bool> y = eddy::spawn(arrive(barrier));
             if (i % 2 != 0) stopper.emplace(eddy::spawn(stop_it(stop)));
             const std::string xr = co_await role(std::move(x));
             co_await std::move(*stopper);
             if (xr == "follower" || xr == "leader") {  // one generation of the two: one leads
                 const std::string yr = co_await role(std::move(y));
-                if (yr == xr || (yr != "leader" && yr != "follower")) ++r.bad;
-                ++r.together;
+                if (yr == xr || (yr != "leader" && yr != "follower")) ++result.bad;
+                ++result.together;
             } else if (xr == "cancelled") {
                 // y must not finish on its own; wait until it waits (bounded).
                 const auto deadline = std::chrono::steady_clock::now() + eddy::test::kDeadline;
-                while (b.waiting() == 0 && !y.is_finished() && !eddy::test::past(deadline)) co_await eddy::yield_now();
-                if (y.is_finished() || b.waiting() != 1 || b.generation() != gen) ++r.bad;
-                if (!(co_await b.arrive_and_wait()).is_leader()) ++r.bad;
-                if (co_await role(std::move(y)) != "follower") ++r.bad;
-                ++r.withdrawn;
+                while (barrier.waiting() == 0 && !y.is_finished() && !eddy::test::past(deadline)) co_await eddy::yield_now();
+                if (y.is_finished() || barrier.waiting() != 1 || barrier.generation() != gen) ++result.bad;
+                if (!(co_await barrier.arrive_and_wait()).is_leader()) ++result.bad;
+                if (co_await role(std::move(y)) != "follower") ++result.bad;
+                ++result.withdrawn;
             } else {
-                ++r.bad;
+                ++result.bad;
             }
-            if (b.generation() != gen + 1 || b.waiting() != 0) ++r.bad;
+            if (barrier.generation() != gen + 1 || barrier.waiting() != 0) ++result.bad;
         }
-        co_return r;
+        co_return result;
     }(b));
     CHECK(r.bad == 0);
     CHECK(r.together + r.withdrawn == 300);
@@ -268,14 +268,14 @@ TEST_CASE("a runtime destroyed while tasks wait withdraws their arrivals and unl
     CHECK(b.generation() == 0);
     // A new runtime: the 4 destroyed arrivals do not count; 5 new ones complete a generation.
     Runtime rt(RuntimeConfig{.workers = 1});
-    const int leaders = rt.block_on([](Barrier& b) -> Task<int> {
+    const int leaders = rt.block_on([](Barrier& barrier) -> Task<int> {
         std::vector<JoinHandle<bool>> all;
-        for (int i = 0; i < 4; ++i) all.push_back(eddy::spawn(arrive(b)));
+        for (int i = 0; i < 4; ++i) all.push_back(eddy::spawn(arrive(barrier)));
         co_await settle();
-        int leaders = b.generation() == 0 ? 0 : 100;  // four arrivals must not complete it
-        leaders += (co_await b.arrive_and_wait()).is_leader() ? 1 : 0;
-        for (auto& h : all) leaders += (co_await std::move(h)) ? 1 : 0;
-        co_return leaders;
+        int count = barrier.generation() == 0 ? 0 : 100;  // four arrivals must not complete it
+        count += (co_await barrier.arrive_and_wait()).is_leader() ? 1 : 0;
+        for (auto& h : all) count += (co_await std::move(h)) ? 1 : 0;
+        co_return count;
     }(b));
     CHECK(leaders == 1);
     CHECK(b.generation() == 1);
@@ -290,11 +290,11 @@ TEST_CASE("misuse: Barrier(0) throws invalid_argument; arriving off a worker thr
     CHECK(how == "wrong thread");
     CHECK(b.waiting() == 0);
     Runtime rt(RuntimeConfig{.workers = 1});
-    const bool alone_completed = rt.block_on([](Barrier& b) -> Task<bool> {
-        JoinHandle<bool> one = eddy::spawn(arrive(b));
+    const bool alone_completed = rt.block_on([](Barrier& barrier) -> Task<bool> {
+        JoinHandle<bool> one = eddy::spawn(arrive(barrier));
         co_await settle();
         const bool done = one.is_finished();  // the refused arrival did not count
-        (void)co_await b.arrive_and_wait();
+        (void)co_await barrier.arrive_and_wait();
         co_await std::move(one);
         co_return done;
     }(b));

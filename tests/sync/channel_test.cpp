@@ -119,20 +119,20 @@ TEST_CASE("buffered values are destroyed with the channel") {
 TEST_CASE("a sender suspends while the channel is full and its value follows the buffered ones") {
     Runtime rt(RuntimeConfig{.workers = 1});
     Channel<int> ch(2);
-    const std::vector<int> got = rt.block_on([](Channel<int>& ch) -> Task<std::vector<int>> {
-        co_await ch.send(1);
-        co_await ch.send(2);
-        JoinHandle<void> third = eddy::spawn(send_one(ch, 3));
+    const std::vector<int> got = rt.block_on([](Channel<int>& chan) -> Task<std::vector<int>> {
+        co_await chan.send(1);
+        co_await chan.send(2);
+        JoinHandle<void> third = eddy::spawn(send_one(chan, 3));
         co_await settle();  // each waits before the next starts: the queue's order is known
-        JoinHandle<void> fourth = eddy::spawn(send_one(ch, 4));
+        JoinHandle<void> fourth = eddy::spawn(send_one(chan, 4));
         co_await settle();
-        std::vector<int> got;
-        got.push_back(static_cast<int>(ch.size()));  // still full: both senders wait
-        got.push_back(third.is_finished() || fourth.is_finished() ? 1 : 0);
-        for (int i = 0; i < 4; ++i) got.push_back(*co_await ch.receive());
+        std::vector<int> received;
+        received.push_back(static_cast<int>(chan.size()));  // still full: both senders wait
+        received.push_back(third.is_finished() || fourth.is_finished() ? 1 : 0);
+        for (int i = 0; i < 4; ++i) received.push_back(*co_await chan.receive());
         co_await std::move(third);
         co_await std::move(fourth);
-        co_return got;
+        co_return received;
     }(ch));
     CHECK(got == std::vector<int>{2, 0, 1, 2, 3, 4});
 }
@@ -140,17 +140,17 @@ TEST_CASE("a sender suspends while the channel is full and its value follows the
 TEST_CASE("a send hands its value straight to a waiting receiver, in the receivers' order") {
     Runtime rt(RuntimeConfig{.workers = 1});
     Channel<int> ch(1);
-    const std::vector<int> got = rt.block_on([](Channel<int>& ch) -> Task<std::vector<int>> {
-        JoinHandle<std::optional<int>> first = eddy::spawn(receive_one(ch));
+    const std::vector<int> got = rt.block_on([](Channel<int>& chan) -> Task<std::vector<int>> {
+        JoinHandle<std::optional<int>> first = eddy::spawn(receive_one(chan));
         co_await settle();
-        JoinHandle<std::optional<int>> second = eddy::spawn(receive_one(ch));
+        JoinHandle<std::optional<int>> second = eddy::spawn(receive_one(chan));
         co_await settle();
-        co_await ch.send(10);
-        co_await ch.send(20);
-        std::vector<int> got{static_cast<int>(ch.size())};  // handed over, not buffered
-        got.push_back(*co_await std::move(first));
-        got.push_back(*co_await std::move(second));
-        co_return got;
+        co_await chan.send(10);
+        co_await chan.send(20);
+        std::vector<int> received{static_cast<int>(chan.size())};  // handed over, not buffered
+        received.push_back(*co_await std::move(first));
+        received.push_back(*co_await std::move(second));
+        co_return received;
     }(ch));
     CHECK(got == std::vector<int>{0, 10, 20});
 }
@@ -163,21 +163,21 @@ TEST_CASE("close wakes waiting senders with ChannelClosed; receivers drain the b
         std::vector<int> drained;
         std::string late_send;
     };
-    const Result r = rt.block_on([](Channel<int>& ch) -> Task<Result> {
-        co_await ch.send(1);
-        co_await ch.send(2);
+    const Result r = rt.block_on([](Channel<int>& chan) -> Task<Result> {
+        co_await chan.send(1);
+        co_await chan.send(2);
         std::vector<JoinHandle<void>> senders;
         for (int v = 3; v <= 5; ++v) {
-            senders.push_back(eddy::spawn(send_one(ch, v)));
+            senders.push_back(eddy::spawn(send_one(chan, v)));
             co_await settle();
         }
-        ch.close();
-        ch.close();  // idempotent
-        Result r;
-        for (auto& s : senders) r.senders.push_back(co_await outcome(std::move(s)));
-        r.drained = co_await drain(ch);
-        r.late_send = co_await outcome(eddy::spawn(send_one(ch, 6)));
-        co_return r;
+        chan.close();
+        chan.close();  // idempotent
+        Result result;
+        for (auto& s : senders) result.senders.push_back(co_await outcome(std::move(s)));
+        result.drained = co_await drain(chan);
+        result.late_send = co_await outcome(eddy::spawn(send_one(chan, 6)));
+        co_return result;
     }(ch));
     CHECK(r.senders == std::vector<std::string>{"closed", "closed", "closed"});
     CHECK(r.drained == std::vector<int>{1, 2});
@@ -189,14 +189,14 @@ TEST_CASE("close wakes waiting senders with ChannelClosed; receivers drain the b
 TEST_CASE("close wakes waiting receivers with end-of-stream") {
     Runtime rt(RuntimeConfig{.workers = 1});
     Channel<int> ch(4);
-    const int ended = rt.block_on([](Channel<int>& ch) -> Task<int> {
+    const int ended = rt.block_on([](Channel<int>& chan) -> Task<int> {
         std::vector<JoinHandle<std::optional<int>>> receivers;
-        for (int i = 0; i < 3; ++i) receivers.push_back(eddy::spawn(receive_one(ch)));
+        for (int i = 0; i < 3; ++i) receivers.push_back(eddy::spawn(receive_one(chan)));
         co_await settle();
-        ch.close();
-        int ended = 0;
-        for (auto& r : receivers) ended += (co_await std::move(r)) == std::nullopt ? 1 : 0;
-        co_return ended;
+        chan.close();
+        int closed = 0;
+        for (auto& r : receivers) closed += (co_await std::move(r)) == std::nullopt ? 1 : 0;
+        co_return closed;
     }(ch));
     CHECK(ended == 3);
 }
@@ -211,13 +211,13 @@ TEST_CASE("close with senders and receivers at work on four workers loses and du
         std::vector<int> accepted;
         std::vector<int> received;
     };
-    const Result r = rt.block_on([](Channel<int>& ch) -> Task<Result> {
-        auto sender = [](Channel<int>& ch, int id) -> Task<std::vector<int>> {
+    const Result r = rt.block_on([](Channel<int>& chan) -> Task<Result> {
+        auto sender = [](Channel<int>& c, int id) -> Task<std::vector<int>> {
             std::vector<int> accepted;
             for (int i = 0; i < kPerSender; ++i) {
                 const int v = id * kPerSender + i;
                 try {
-                    co_await ch.send(v);
+                    co_await c.send(v);
                 } catch (const eddy::ChannelClosed&) {
                     break;
                 }
@@ -226,16 +226,16 @@ TEST_CASE("close with senders and receivers at work on four workers loses and du
             co_return accepted;
         };
         std::vector<JoinHandle<std::vector<int>>> senders, receivers;
-        for (int i = 0; i < kSenders; ++i) senders.push_back(eddy::spawn(sender(ch, i)));
-        for (int i = 0; i < kReceivers; ++i) receivers.push_back(eddy::spawn(drain(ch)));
+        for (int i = 0; i < kSenders; ++i) senders.push_back(eddy::spawn(sender(chan, i)));
+        for (int i = 0; i < kReceivers; ++i) receivers.push_back(eddy::spawn(drain(chan)));
         for (int i = 0; i < 50; ++i) co_await eddy::yield_now();
-        ch.close();
-        Result r;
+        chan.close();
+        Result result;
         for (auto& s : senders)
-            for (int v : co_await std::move(s)) r.accepted.push_back(v);
+            for (int v : co_await std::move(s)) result.accepted.push_back(v);
         for (auto& h : receivers)
-            for (int v : co_await std::move(h)) r.received.push_back(v);
-        co_return r;
+            for (int v : co_await std::move(h)) result.received.push_back(v);
+        co_return result;
     }(ch));
     const std::multiset<int> accepted(r.accepted.begin(), r.accepted.end());
     const std::multiset<int> received(r.received.begin(), r.received.end());
@@ -247,25 +247,25 @@ TEST_CASE("values from many senders on four workers all arrive once, each sender
     Runtime rt(RuntimeConfig{.workers = 4});
     Channel<std::uint64_t> ch(8);
     constexpr std::uint64_t kSenders = 16, kPerSender = 2000, kReceivers = 4;
-    const std::vector<std::vector<std::uint64_t>> got = rt.block_on([](Channel<std::uint64_t>& ch)
+    const std::vector<std::vector<std::uint64_t>> got = rt.block_on([](Channel<std::uint64_t>& chan)
                                                                         -> Task<std::vector<std::vector<std::uint64_t>>> {
-        auto sender = [](Channel<std::uint64_t>& ch, std::uint64_t id) -> Task<void> {
-            for (std::uint64_t i = 0; i < kPerSender; ++i) co_await ch.send(id * kPerSender + i);
+        auto sender = [](Channel<std::uint64_t>& c, std::uint64_t id) -> Task<void> {
+            for (std::uint64_t i = 0; i < kPerSender; ++i) co_await c.send(id * kPerSender + i);
         };
-        auto receiver = [](Channel<std::uint64_t>& ch) -> Task<std::vector<std::uint64_t>> {
-            std::vector<std::uint64_t> got;
-            while (auto v = co_await ch.receive()) got.push_back(*v);
-            co_return got;
+        auto receiver = [](Channel<std::uint64_t>& c) -> Task<std::vector<std::uint64_t>> {
+            std::vector<std::uint64_t> received;
+            while (auto v = co_await c.receive()) received.push_back(*v);
+            co_return received;
         };
         std::vector<JoinHandle<void>> senders;
         std::vector<JoinHandle<std::vector<std::uint64_t>>> receivers;
-        for (std::uint64_t i = 0; i < kReceivers; ++i) receivers.push_back(eddy::spawn(receiver(ch)));
-        for (std::uint64_t i = 0; i < kSenders; ++i) senders.push_back(eddy::spawn(sender(ch, i)));
+        for (std::uint64_t i = 0; i < kReceivers; ++i) receivers.push_back(eddy::spawn(receiver(chan)));
+        for (std::uint64_t i = 0; i < kSenders; ++i) senders.push_back(eddy::spawn(sender(chan, i)));
         for (auto& s : senders) co_await std::move(s);
-        ch.close();
-        std::vector<std::vector<std::uint64_t>> got;
-        for (auto& r : receivers) got.push_back(co_await std::move(r));
-        co_return got;
+        chan.close();
+        std::vector<std::vector<std::uint64_t>> received;
+        for (auto& r : receivers) received.push_back(co_await std::move(r));
+        co_return received;
     }(ch));
     std::vector<std::uint64_t> seen(kSenders * kPerSender, 0);
     for (const auto& one : got) {
@@ -292,16 +292,16 @@ TEST_CASE("a cancelled receive takes no item: the next receive gets it") {
         std::string cancelled;
         std::optional<int> next;
     };
-    const Result r = rt.block_on([](Channel<int>& ch) -> Task<Result> {
+    const Result r = rt.block_on([](Channel<int>& chan) -> Task<Result> {
         std::stop_source stop;
-        JoinHandle<std::optional<int>> waiting = eddy::spawn(eddy::with_stop_token(receive_one(ch), stop.get_token()));
+        JoinHandle<std::optional<int>> waiting = eddy::spawn(eddy::with_stop_token(receive_one(chan), stop.get_token()));
         co_await settle();
         stop.request_stop();
-        Result r;
-        r.cancelled = co_await outcome(std::move(waiting));
-        co_await ch.send(7);
-        r.next = co_await ch.receive();
-        co_return r;
+        Result result;
+        result.cancelled = co_await outcome(std::move(waiting));
+        co_await chan.send(7);
+        result.next = co_await chan.receive();
+        co_return result;
     }(ch));
     CHECK(r.cancelled == "cancelled");
     CHECK(r.next == 7);
@@ -311,23 +311,23 @@ TEST_CASE("a receive whose stop races a send on two workers either gets the valu
     Runtime rt(RuntimeConfig{.workers = 2});
     Channel<int> ch(1);
     constexpr int kRounds = 300;
-    const int lost = rt.block_on([](Channel<int>& ch) -> Task<int> {
-        int lost = 0;
+    const int lost = rt.block_on([](Channel<int>& chan) -> Task<int> {
+        int dropped = 0;
         for (int i = 0; i < kRounds; ++i) {
             std::stop_source stop;
-            JoinHandle<std::optional<int>> rx = eddy::spawn(eddy::with_stop_token(receive_one(ch), stop.get_token()));
-            JoinHandle<void> tx = eddy::spawn(send_one(ch, i));
+            JoinHandle<std::optional<int>> rx = eddy::spawn(eddy::with_stop_token(receive_one(chan), stop.get_token()));
+            JoinHandle<void> tx = eddy::spawn(send_one(chan, i));
             stop.request_stop();
             co_await std::move(tx);
             std::optional<int> got;
             try {
                 got = co_await std::move(rx);
             } catch (const eddy::OperationCancelled&) {
-                got = ch.try_receive();  // not taken: must still be in the channel
+                got = chan.try_receive();  // not taken: must still be in the channel
             }
-            if (got != i) ++lost;
+            if (got != i) ++dropped;
         }
-        co_return lost;
+        co_return dropped;
     }(ch));
     CHECK(lost == 0);
     CHECK(ch.size() == 0);
@@ -340,17 +340,17 @@ TEST_CASE("a cancelled send sends nothing") {
         std::string cancelled;
         std::vector<int> rest;
     };
-    const Result r = rt.block_on([](Channel<int>& ch) -> Task<Result> {
-        co_await ch.send(1);
+    const Result r = rt.block_on([](Channel<int>& chan) -> Task<Result> {
+        co_await chan.send(1);
         std::stop_source stop;
-        JoinHandle<void> waiting = eddy::spawn(eddy::with_stop_token(send_one(ch, 2), stop.get_token()));
+        JoinHandle<void> waiting = eddy::spawn(eddy::with_stop_token(send_one(chan, 2), stop.get_token()));
         co_await settle();
         stop.request_stop();
-        Result r;
-        r.cancelled = co_await outcome(std::move(waiting));
-        ch.close();
-        r.rest = co_await drain(ch);
-        co_return r;
+        Result result;
+        result.cancelled = co_await outcome(std::move(waiting));
+        chan.close();
+        result.rest = co_await drain(chan);
+        co_return result;
     }(ch));
     CHECK(r.cancelled == "cancelled");
     CHECK(r.rest == std::vector<int>{1});
@@ -362,8 +362,8 @@ TEST_CASE("an operation started under a stopped token throws at once, even if it
     CHECK(ch.try_send(1));
     std::stop_source stop;
     stop.request_stop();
-    const std::string how = rt.block_on([](Channel<int>& ch, std::stop_token t) -> Task<std::string> {
-        co_return co_await outcome(eddy::spawn(eddy::with_stop_token(receive_one(ch), t)));
+    const std::string how = rt.block_on([](Channel<int>& chan, std::stop_token t) -> Task<std::string> {
+        co_return co_await outcome(eddy::spawn(eddy::with_stop_token(receive_one(chan), t)));
     }(ch, stop.get_token()));
     CHECK(how == "cancelled");
     CHECK(ch.size() == 1);

@@ -56,16 +56,16 @@ TEST_CASE("set wakes every waiter, in the order they started waiting on one work
     Runtime rt(RuntimeConfig{.workers = 1});
     Event e;
     std::vector<int> order;
-    rt.block_on([](Event& e, std::vector<int>& order) -> Task<void> {
+    rt.block_on([](Event& event, std::vector<int>& trace) -> Task<void> {
         std::vector<JoinHandle<void>> waiters;
         for (int id = 1; id <= 4; ++id) {
-            waiters.push_back(eddy::spawn(wait_and_log(e, order, id)));
+            waiters.push_back(eddy::spawn(wait_and_log(event, trace, id)));
             co_await settle();
         }
-        e.set();
-        e.set();
+        event.set();
+        event.set();
         for (auto& h : waiters) co_await std::move(h);
-        co_await e;  // already set: returns
+        co_await event;  // already set: returns
     }(e, order));
     CHECK(e.is_set());
     CHECK(order == std::vector<int>{1, 2, 3, 4});
@@ -106,17 +106,17 @@ TEST_CASE("a cancelled wait throws OperationCancelled; the others still wake at 
     struct Result {
         std::string cancelled, other;
     };
-    const Result r = rt.block_on([](Event& e) -> Task<Result> {
+    const Result r = rt.block_on([](Event& event) -> Task<Result> {
         std::stop_source stop;
-        JoinHandle<void> cancelled = eddy::spawn(eddy::with_stop_token(wait_for(e), stop.get_token()));
-        JoinHandle<void> other = eddy::spawn(wait_for(e));
+        JoinHandle<void> cancelled = eddy::spawn(eddy::with_stop_token(wait_for(event), stop.get_token()));
+        JoinHandle<void> other = eddy::spawn(wait_for(event));
         co_await settle();
         stop.request_stop();
-        Result r;
-        r.cancelled = co_await outcome(std::move(cancelled));
-        e.set();
-        r.other = co_await outcome(std::move(other));
-        co_return r;
+        Result result;
+        result.cancelled = co_await outcome(std::move(cancelled));
+        event.set();
+        result.other = co_await outcome(std::move(other));
+        co_return result;
     }(e));
     CHECK(r.cancelled == "cancelled");
     CHECK(r.other == "ok");

@@ -75,9 +75,9 @@ TEST_CASE("arrive_and_wait is a one-shot barrier across four workers") {
     constexpr int kTasks = 32;
     Latch l(kTasks);
     std::atomic<int> arrived{0};
-    const int all_saw_everyone = rt.block_on([](Latch& l, std::atomic<int>& arrived) -> Task<int> {
+    const int all_saw_everyone = rt.block_on([](Latch& latch, std::atomic<int>& arrivals) -> Task<int> {
         std::vector<JoinHandle<bool>> all;
-        for (int i = 0; i < kTasks; ++i) all.push_back(eddy::spawn(arrive(l, arrived, kTasks)));
+        for (int i = 0; i < kTasks; ++i) all.push_back(eddy::spawn(arrive(latch, arrivals, kTasks)));
         int ok = 0;
         for (auto& h : all) ok += (co_await std::move(h)) ? 1 : 0;
         co_return ok;
@@ -92,17 +92,17 @@ TEST_CASE("a cancelled wait throws OperationCancelled; the count is untouched") 
     struct Result {
         std::string cancelled, other;
     };
-    const Result r = rt.block_on([](Latch& l) -> Task<Result> {
+    const Result r = rt.block_on([](Latch& latch) -> Task<Result> {
         std::stop_source stop;
-        JoinHandle<void> cancelled = eddy::spawn(eddy::with_stop_token(wait_for(l), stop.get_token()));
-        JoinHandle<void> other = eddy::spawn(wait_for(l));
+        JoinHandle<void> cancelled = eddy::spawn(eddy::with_stop_token(wait_for(latch), stop.get_token()));
+        JoinHandle<void> other = eddy::spawn(wait_for(latch));
         co_await settle();
         stop.request_stop();
-        Result r;
-        r.cancelled = co_await outcome(std::move(cancelled));
-        l.count_down();
-        r.other = co_await outcome(std::move(other));
-        co_return r;
+        Result result;
+        result.cancelled = co_await outcome(std::move(cancelled));
+        latch.count_down();
+        result.other = co_await outcome(std::move(other));
+        co_return result;
     }(l));
     CHECK(r.cancelled == "cancelled");
     CHECK(r.other == "ok");

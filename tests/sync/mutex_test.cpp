@@ -62,17 +62,17 @@ TEST_CASE("many tasks on four workers increment a plain int under the lock, with
     Mutex m;
     int counter = 0;  // plain: only the lock protects it
     constexpr int kTasks = 64, kIncrements = 100;
-    rt.block_on([](Mutex& m, int& counter) -> Task<void> {
-        auto worker = [](Mutex& m, int& counter) -> Task<void> {
+    rt.block_on([](Mutex& mutex, int& count) -> Task<void> {
+        auto worker = [](Mutex& shared, int& value) -> Task<void> {
             for (int i = 0; i < kIncrements; ++i) {
-                MutexGuard g = co_await m.lock();
-                const int seen = counter;
+                MutexGuard g = co_await shared.lock();
+                const int seen = value;
                 co_await eddy::yield_now();  // suspends inside the critical section
-                counter = seen + 1;
+                value = seen + 1;
             }
         };
         std::vector<JoinHandle<void>> all;
-        for (int i = 0; i < kTasks; ++i) all.push_back(eddy::spawn(worker(m, counter)));
+        for (int i = 0; i < kTasks; ++i) all.push_back(eddy::spawn(worker(mutex, count)));
         for (auto& h : all) co_await std::move(h);
     }(m, counter));
     CHECK(counter == kTasks * kIncrements);
@@ -83,17 +83,17 @@ TEST_CASE("unlock hands the mutex to the waiters in the order they asked") {
     Runtime rt(RuntimeConfig{.workers = 1});
     Mutex m;
     std::vector<int> order;
-    const bool barged = rt.block_on([](Mutex& m, std::vector<int>& order) -> Task<bool> {
-        std::optional<MutexGuard> held = m.try_lock();
+    const bool barged = rt.block_on([](Mutex& mutex, std::vector<int>& trace) -> Task<bool> {
+        std::optional<MutexGuard> held = mutex.try_lock();
         std::vector<JoinHandle<void>> waiters;
         for (int id = 1; id <= 5; ++id) {
-            waiters.push_back(eddy::spawn(take_turn(m, order, id)));
+            waiters.push_back(eddy::spawn(take_turn(mutex, trace, id)));
             co_await settle();  // each is queued before the next starts
         }
         held.reset();  // hands over to waiter 1; the mutex stays locked
-        const bool barged = m.try_lock().has_value();  // no barging past the queue
+        const bool taken = mutex.try_lock().has_value();  // no barging past the queue
         for (auto& h : waiters) co_await std::move(h);
-        co_return barged;
+        co_return taken;
     }(m, order));
     CHECK_FALSE(barged);
     CHECK(order == std::vector<int>{1, 2, 3, 4, 5});
@@ -106,14 +106,14 @@ TEST_CASE("ownership passes in FIFO order under contention across workers") {
     Runtime rt(RuntimeConfig{.workers = 4});
     Mutex m;
     std::vector<int> order;
-    rt.block_on([](Mutex& m, std::vector<int>& order) -> Task<void> {
-        std::optional<MutexGuard> held = co_await m.lock();
+    rt.block_on([](Mutex& mutex, std::vector<int>& trace) -> Task<void> {
+        std::optional<MutexGuard> held = co_await mutex.lock();
         std::vector<JoinHandle<void>> waiters;
         for (int id = 1; id <= 8; ++id) {
             // The lock is held, so a waiter can only queue; wait until it has (bounded).
-            waiters.push_back(eddy::spawn(take_turn(m, order, id)));
+            waiters.push_back(eddy::spawn(take_turn(mutex, trace, id)));
             const auto deadline = std::chrono::steady_clock::now() + eddy::test::kDeadline;
-            while (m.waiters() < static_cast<std::size_t>(id) && !eddy::test::past(deadline))
+            while (mutex.waiters() < static_cast<std::size_t>(id) && !eddy::test::past(deadline))
                 co_await eddy::yield_now();
         }
         held.reset();
@@ -153,19 +153,19 @@ TEST_CASE("a cancelled waiter leaves the queue; the next waiter gets the lock") 
         std::string cancelled;
         std::string later;
     };
-    const Result r = rt.block_on([](Mutex& m, std::vector<int>& order) -> Task<Result> {
-        std::optional<MutexGuard> held = m.try_lock();
+    const Result r = rt.block_on([](Mutex& mutex, std::vector<int>& trace) -> Task<Result> {
+        std::optional<MutexGuard> held = mutex.try_lock();
         std::stop_source stop;
-        JoinHandle<void> first = eddy::spawn(eddy::with_stop_token(take_turn(m, order, 1), stop.get_token()));
+        JoinHandle<void> first = eddy::spawn(eddy::with_stop_token(take_turn(mutex, trace, 1), stop.get_token()));
         co_await settle();
-        JoinHandle<void> second = eddy::spawn(take_turn(m, order, 2));
+        JoinHandle<void> second = eddy::spawn(take_turn(mutex, trace, 2));
         co_await settle();
         stop.request_stop();
-        Result r;
-        r.cancelled = co_await outcome(std::move(first));
+        Result result;
+        result.cancelled = co_await outcome(std::move(first));
         held.reset();
-        r.later = co_await outcome(std::move(second));
-        co_return r;
+        result.later = co_await outcome(std::move(second));
+        co_return result;
     }(m, order));
     CHECK(r.cancelled == "cancelled");
     CHECK(r.later == "ok");
@@ -178,20 +178,20 @@ TEST_CASE("a stop racing an unlock on two workers never loses the lock") {
     // the unlock freed the mutex): in both cases it ends up free.
     Runtime rt(RuntimeConfig{.workers = 2});
     Mutex m;
-    const int stuck = rt.block_on([](Mutex& m) -> Task<int> {
-        int stuck = 0;
+    const int stuck = rt.block_on([](Mutex& mutex) -> Task<int> {
+        int blocked = 0;
         for (int i = 0; i < 300; ++i) {
-            std::optional<MutexGuard> held = co_await m.lock();
+            std::optional<MutexGuard> held = co_await mutex.lock();
             std::stop_source stop;
-            JoinHandle<void> waiter = eddy::spawn(eddy::with_stop_token(lock_once(m), stop.get_token()));
+            JoinHandle<void> waiter = eddy::spawn(eddy::with_stop_token(lock_once(mutex), stop.get_token()));
             co_await eddy::yield_now();
             held.reset();
             stop.request_stop();
             const std::string how = co_await outcome(std::move(waiter));
-            if (how != "ok" && how != "cancelled") ++stuck;
-            if (m.is_locked()) ++stuck;
+            if (how != "ok" && how != "cancelled") ++blocked;
+            if (mutex.is_locked()) ++blocked;
         }
-        co_return stuck;
+        co_return blocked;
     }(m));
     CHECK(stuck == 0);
 }

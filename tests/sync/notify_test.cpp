@@ -68,23 +68,23 @@ TEST_CASE("notify_one wakes only the first waiter, in the order they started wai
         std::size_t waiting_after_first = 0;
         std::string permit_at_end;
     };
-    const Result r = rt.block_on([](Notify& n, std::vector<int>& order) -> Task<Result> {
+    const Result r = rt.block_on([](Notify& notify, std::vector<int>& trace) -> Task<Result> {
         std::vector<JoinHandle<void>> all;
         for (int id = 1; id <= 3; ++id) {
-            all.push_back(eddy::spawn(wait_and_log(n, order, id)));
+            all.push_back(eddy::spawn(wait_and_log(notify, trace, id)));
             co_await settle();
         }
-        Result r;
-        n.notify_one();
+        Result result;
+        notify.notify_one();
         co_await settle();
-        r.after_first = order;
-        r.waiting_after_first = n.waiters();
-        n.notify_one();
+        result.after_first = trace;
+        result.waiting_after_first = notify.waiters();
+        notify.notify_one();
         co_await settle();  // (two wakes in a row would run newest first: the LIFO slot)
-        n.notify_one();
+        notify.notify_one();
         for (auto& h : all) co_await std::move(h);
-        r.permit_at_end = co_await spend_permit(n);  // every notify_one went to a waiter
-        co_return r;
+        result.permit_at_end = co_await spend_permit(notify);  // every notify_one went to a waiter
+        co_return result;
     }(n, order));
     CHECK(r.after_first == std::vector<int>{1});
     CHECK(r.waiting_after_first == 2);
@@ -99,19 +99,19 @@ TEST_CASE("notify_one with nobody waiting stores one permit, consumed without su
         bool second_waits = false;
         std::string after;
     };
-    const Result r = rt.block_on([](Notify& n) -> Task<Result> {
-        n.notify_one();
-        n.notify_one();
-        n.notify_one();       // still one permit
-        co_await n.notified();  // consumes it at once
-        Result r;
-        JoinHandle<void> second = eddy::spawn(wait_for(n));
+    const Result r = rt.block_on([](Notify& notify) -> Task<Result> {
+        notify.notify_one();
+        notify.notify_one();
+        notify.notify_one();       // still one permit
+        co_await notify.notified();  // consumes it at once
+        Result result;
+        JoinHandle<void> second = eddy::spawn(wait_for(notify));
         co_await settle();
-        r.second_waits = !second.is_finished() && n.waiters() == 1;
-        n.notify_one();
+        result.second_waits = !second.is_finished() && notify.waiters() == 1;
+        notify.notify_one();
         co_await std::move(second);
-        r.after = co_await spend_permit(n);
-        co_return r;
+        result.after = co_await spend_permit(notify);
+        co_return result;
     }(n));
     CHECK(r.second_waits);
     CHECK(r.after == "none");
@@ -125,22 +125,22 @@ TEST_CASE("notify_waiters wakes every task waiting now and stores no permit; a s
         std::string after_all;
         std::string after_kept;
     };
-    const Result r = rt.block_on([](Notify& n, std::vector<int>& order) -> Task<Result> {
+    const Result r = rt.block_on([](Notify& notify, std::vector<int>& trace) -> Task<Result> {
         std::vector<JoinHandle<void>> all;
         for (int id = 1; id <= 4; ++id) {
-            all.push_back(eddy::spawn(wait_and_log(n, order, id)));
+            all.push_back(eddy::spawn(wait_and_log(notify, trace, id)));
             co_await settle();
         }
-        n.notify_waiters();
+        notify.notify_waiters();
         for (auto& h : all) co_await std::move(h);
-        Result r;
-        r.after_all = co_await spend_permit(n);  // nothing stored
-        n.notify_waiters();                      // nobody waits: does nothing
-        r.after_all += co_await spend_permit(n);
-        n.notify_one();                          // a permit...
-        n.notify_waiters();                      // ...that notify_waiters leaves alone
-        r.after_kept = co_await spend_permit(n);
-        co_return r;
+        Result result;
+        result.after_all = co_await spend_permit(notify);  // nothing stored
+        notify.notify_waiters();                      // nobody waits: does nothing
+        result.after_all += co_await spend_permit(notify);
+        notify.notify_one();                          // a permit...
+        notify.notify_waiters();                      // ...that notify_waiters leaves alone
+        result.after_kept = co_await spend_permit(notify);
+        co_return result;
     }(n, order));
     CHECK(order == std::vector<int>{1, 2, 3, 4});
     CHECK(r.after_all == "nonenone");
@@ -176,26 +176,26 @@ TEST_CASE("a cancelled wait consumes nothing: the next notify_one goes to the ne
     struct Result {
         std::string first, second, other, permit;
     };
-    const Result r = rt.block_on([](Notify& n) -> Task<Result> {
-        Result r;
+    const Result r = rt.block_on([](Notify& notify) -> Task<Result> {
+        Result result;
         std::stop_source stop;
-        JoinHandle<void> cancelled = eddy::spawn(eddy::with_stop_token(wait_for(n), stop.get_token()));
+        JoinHandle<void> cancelled = eddy::spawn(eddy::with_stop_token(wait_for(notify), stop.get_token()));
         co_await settle();
-        JoinHandle<void> other = eddy::spawn(wait_for(n));
+        JoinHandle<void> other = eddy::spawn(wait_for(notify));
         co_await settle();
         stop.request_stop();
-        r.first = co_await outcome(std::move(cancelled));
-        n.notify_one();  // to the other waiter
-        r.other = co_await outcome(std::move(other));
+        result.first = co_await outcome(std::move(cancelled));
+        notify.notify_one();  // to the other waiter
+        result.other = co_await outcome(std::move(other));
 
         std::stop_source stop2;
-        JoinHandle<void> alone = eddy::spawn(eddy::with_stop_token(wait_for(n), stop2.get_token()));
+        JoinHandle<void> alone = eddy::spawn(eddy::with_stop_token(wait_for(notify), stop2.get_token()));
         co_await settle();
         stop2.request_stop();
-        r.second = co_await outcome(std::move(alone));
-        n.notify_one();  // nobody waits now: stored
-        r.permit = co_await spend_permit(n);
-        co_return r;
+        result.second = co_await outcome(std::move(alone));
+        notify.notify_one();  // nobody waits now: stored
+        result.permit = co_await spend_permit(notify);
+        co_return result;
     }(n));
     CHECK(r.first == "cancelled");
     CHECK(r.other == "ok");
@@ -209,22 +209,22 @@ TEST_CASE("a wait chosen by notify_one or notify_waiters before its cancel took 
     struct Result {
         std::string by_one, by_waiters, permit;
     };
-    const Result r = rt.block_on([](Notify& n) -> Task<Result> {
-        Result r;
+    const Result r = rt.block_on([](Notify& notify) -> Task<Result> {
+        Result result;
         std::stop_source stop;
-        JoinHandle<void> a = eddy::spawn(eddy::with_stop_token(wait_for(n), stop.get_token()));
+        JoinHandle<void> a = eddy::spawn(eddy::with_stop_token(wait_for(notify), stop.get_token()));
         co_await settle();
-        n.notify_one();
+        notify.notify_one();
         stop.request_stop();  // too late: the grant wins
-        r.by_one = co_await outcome(std::move(a));
+        result.by_one = co_await outcome(std::move(a));
         std::stop_source stop2;
-        JoinHandle<void> b = eddy::spawn(eddy::with_stop_token(wait_for(n), stop2.get_token()));
+        JoinHandle<void> b = eddy::spawn(eddy::with_stop_token(wait_for(notify), stop2.get_token()));
         co_await settle();
-        n.notify_waiters();
+        notify.notify_waiters();
         stop2.request_stop();
-        r.by_waiters = co_await outcome(std::move(b));
-        r.permit = co_await spend_permit(n);  // neither was stored as well
-        co_return r;
+        result.by_waiters = co_await outcome(std::move(b));
+        result.permit = co_await spend_permit(notify);  // neither was stored as well
+        co_return result;
     }(n));
     CHECK(r.by_one == "ok");
     CHECK(r.by_waiters == "ok");
@@ -247,36 +247,36 @@ TEST_CASE("a stop racing notify_one on two workers: the notification is delivere
     struct Result {
         int bad = 0, delivered = 0, stored = 0;
     };
-    const Result r = rt.block_on([](Notify& n) -> Task<Result> {
-        Result r;
+    const Result r = rt.block_on([](Notify& notify) -> Task<Result> {
+        Result result;
         for (int i = 0; i < 300; ++i) {
             std::stop_source stop;
-            JoinHandle<void> waiter = eddy::spawn(eddy::with_stop_token(wait_for(n), stop.get_token()));
+            JoinHandle<void> waiter = eddy::spawn(eddy::with_stop_token(wait_for(notify), stop.get_token()));
             co_await eddy::yield_now();
             // The last spawned runs first here unless the other worker steals one: alternate.
             auto stop_it = [](std::stop_source s) -> Task<void> {
                 s.request_stop();
                 co_return;
             };
-            auto notify_it = [](Notify& n) -> Task<void> {
-                n.notify_one();
+            auto notify_it = [](Notify& target) -> Task<void> {
+                target.notify_one();
                 co_return;
             };
-            JoinHandle<void> first = i % 2 == 0 ? eddy::spawn(stop_it(stop)) : eddy::spawn(notify_it(n));
-            JoinHandle<void> second = i % 2 == 0 ? eddy::spawn(notify_it(n)) : eddy::spawn(stop_it(stop));
+            JoinHandle<void> first = i % 2 == 0 ? eddy::spawn(stop_it(stop)) : eddy::spawn(notify_it(notify));
+            JoinHandle<void> second = i % 2 == 0 ? eddy::spawn(notify_it(notify)) : eddy::spawn(stop_it(stop));
             const std::string how = co_await outcome(std::move(waiter));
             co_await std::move(first);
             co_await std::move(second);
-            const std::string permit = co_await spend_permit(n);
+            const std::string permit = co_await spend_permit(notify);
             if (how == "ok" && permit == "none") {
-                ++r.delivered;
+                ++result.delivered;
             } else if (how == "cancelled" && permit == "permit") {
-                ++r.stored;
+                ++result.stored;
             } else {
-                ++r.bad;
+                ++result.bad;
             }
         }
-        co_return r;
+        co_return result;
     }(n));
     CHECK(r.bad == 0);
     CHECK(r.delivered + r.stored == 300);

@@ -58,9 +58,9 @@ TEST_SUITE("sync/oneshot") {
 TEST_CASE("the value sent by another task reaches the waiting receiver") {
     Runtime rt(RuntimeConfig{.workers = 2});
     auto [tx, rx] = eddy::oneshot::channel<std::unique_ptr<int>>();
-    const int v = rt.block_on([](Sender<std::unique_ptr<int>> tx, Receiver<std::unique_ptr<int>> rx) -> Task<int> {
-        eddy::spawn(send_later(std::move(tx), 42));
-        std::unique_ptr<int> p = co_await rx;
+    const int v = rt.block_on([](Sender<std::unique_ptr<int>> sender, Receiver<std::unique_ptr<int>> receiver) -> Task<int> {
+        eddy::spawn(send_later(std::move(sender), 42));
+        std::unique_ptr<int> p = co_await receiver;
         co_return *p;
     }(std::move(tx), std::move(rx)));
     CHECK(v == 42);
@@ -79,10 +79,10 @@ TEST_CASE("a value sent before the receive, from a thread, is there at once") {
 TEST_CASE("a sender dropped without sending wakes the receiver with ChannelClosed") {
     Runtime rt(RuntimeConfig{.workers = 1});
     auto [tx, rx] = eddy::oneshot::channel<int>();
-    const std::string how = rt.block_on([](Sender<int> tx, Receiver<int>& rx) -> Task<std::string> {
-        JoinHandle<int> waiting = eddy::spawn(receive(rx));
+    const std::string how = rt.block_on([](Sender<int> sender, Receiver<int>& receiver) -> Task<std::string> {
+        JoinHandle<int> waiting = eddy::spawn(receive(receiver));
         co_await settle();
-        { Sender<int> dropped = std::move(tx); }
+        { Sender<int> dropped = std::move(sender); }
         co_return co_await outcome(std::move(waiting));
     }(std::move(tx), rx));
     CHECK(how == "closed");
@@ -120,16 +120,16 @@ TEST_CASE("a cancelled receive takes nothing: the value sent later is still ther
         std::string cancelled;
         int later = 0;
     };
-    const Result r = rt.block_on([](Sender<int>& tx, Receiver<int>& rx) -> Task<Result> {
+    const Result r = rt.block_on([](Sender<int>& sender, Receiver<int>& receiver) -> Task<Result> {
         std::stop_source stop;
-        JoinHandle<int> waiting = eddy::spawn(eddy::with_stop_token(receive(rx), stop.get_token()));
+        JoinHandle<int> waiting = eddy::spawn(eddy::with_stop_token(receive(receiver), stop.get_token()));
         co_await settle();
         stop.request_stop();
-        Result r;
-        r.cancelled = co_await outcome(std::move(waiting));
-        tx.send(5);
-        r.later = co_await rx;
-        co_return r;
+        Result result;
+        result.cancelled = co_await outcome(std::move(waiting));
+        sender.send(5);
+        result.later = co_await receiver;
+        co_return result;
     }(tx, rx));
     CHECK(r.cancelled == "cancelled");
     CHECK(r.later == 5);

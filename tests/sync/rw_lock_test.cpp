@@ -123,11 +123,11 @@ TEST_CASE("try_read shares, try_write excludes; guards release on destruction, e
 TEST_CASE("readers share the lock while awaiting inside it") {
     Runtime rt(RuntimeConfig{.workers = 1});
     RwLock l;
-    const std::size_t together = rt.block_on([](RwLock& l) -> Task<std::size_t> {
-        RwLock::ReadGuard mine = co_await l.read();
+    const std::size_t together = rt.block_on([](RwLock& lock) -> Task<std::size_t> {
+        RwLock::ReadGuard mine = co_await lock.read();
         std::vector<std::string> log;
-        co_await eddy::spawn(read_and_log(l, log, "r"));  // gets in while this task reads
-        co_return log.size() == 1 && log[0] == "r/2" ? l.readers() : 0;
+        co_await eddy::spawn(read_and_log(lock, log, "r"));  // gets in while this task reads
+        co_return log.size() == 1 && log[0] == "r/2" ? lock.readers() : 0;
     }(l));
     CHECK(together == 1);
     CHECK(is_free(l));
@@ -140,32 +140,32 @@ TEST_CASE("writers exclude readers and each other on four workers, with awaits i
     std::atomic<int> readers_in{0}, writers_in{0}, violations{0};
     std::atomic<long> writes{0};
     constexpr int kTasks = 32, kOps = 60;
-    rt.block_on([](RwLock& l, long& counter, std::atomic<int>& readers_in, std::atomic<int>& writers_in,
-                   std::atomic<int>& violations, std::atomic<long>& writes) -> Task<void> {
-        auto worker = [](RwLock& l, long& counter, std::atomic<int>& readers_in, std::atomic<int>& writers_in,
-                         std::atomic<int>& violations, std::atomic<long>& writes, int id) -> Task<void> {
+    rt.block_on([](RwLock& lock, long& count, std::atomic<int>& readers, std::atomic<int>& writers,
+                   std::atomic<int>& errors, std::atomic<long>& write_count) -> Task<void> {
+        auto worker = [](RwLock& rw, long& value, std::atomic<int>& reading, std::atomic<int>& writing,
+                         std::atomic<int>& overlaps, std::atomic<long>& wrote, int id) -> Task<void> {
             for (int i = 0; i < kOps; ++i) {
                 if ((i + id) % 4 == 0) {
-                    RwLock::WriteGuard g = co_await l.write();
-                    if (writers_in.fetch_add(1) != 0 || readers_in.load() != 0) violations.fetch_add(1);
-                    const long seen = counter;
+                    RwLock::WriteGuard g = co_await rw.write();
+                    if (writing.fetch_add(1) != 0 || reading.load() != 0) overlaps.fetch_add(1);
+                    const long seen = value;
                     co_await eddy::yield_now();
-                    counter = seen + 1;
-                    writes.fetch_add(1);
-                    writers_in.fetch_sub(1);
+                    value = seen + 1;
+                    wrote.fetch_add(1);
+                    writing.fetch_sub(1);
                 } else {
-                    RwLock::ReadGuard g = co_await l.read();
-                    readers_in.fetch_add(1);
-                    if (writers_in.load() != 0) violations.fetch_add(1);
+                    RwLock::ReadGuard g = co_await rw.read();
+                    reading.fetch_add(1);
+                    if (writing.load() != 0) overlaps.fetch_add(1);
                     co_await eddy::yield_now();
-                    if (writers_in.load() != 0) violations.fetch_add(1);
-                    readers_in.fetch_sub(1);
+                    if (writing.load() != 0) overlaps.fetch_add(1);
+                    reading.fetch_sub(1);
                 }
             }
         };
         std::vector<JoinHandle<void>> all;
         for (int id = 0; id < kTasks; ++id)
-            all.push_back(eddy::spawn(worker(l, counter, readers_in, writers_in, violations, writes, id)));
+            all.push_back(eddy::spawn(worker(lock, count, readers, writers, errors, write_count, id)));
         for (auto& h : all) co_await std::move(h);
     }(l, counter, readers_in, writers_in, violations, writes));
     CHECK(violations.load() == 0);
@@ -182,19 +182,19 @@ TEST_CASE("once a writer waits, later readers queue behind it even while readers
         bool reader_got_in = true;
         bool writer_next = false;
     };
-    const Result r = rt.block_on([](RwLock& l, std::vector<std::string>& log) -> Task<Result> {
-        std::optional<RwLock::ReadGuard> held = l.try_read();
-        JoinHandle<void> w = eddy::spawn(write_and_log(l, log, "w"));
+    const Result r = rt.block_on([](RwLock& lock, std::vector<std::string>& events) -> Task<Result> {
+        std::optional<RwLock::ReadGuard> held = lock.try_read();
+        JoinHandle<void> w = eddy::spawn(write_and_log(lock, events, "w"));
         co_await settle();
-        JoinHandle<void> rd = eddy::spawn(read_and_log(l, log, "r"));
+        JoinHandle<void> rd = eddy::spawn(read_and_log(lock, events, "r"));
         co_await settle();
-        Result r;
-        r.reader_got_in = !log.empty() || l.try_read().has_value();
+        Result result;
+        result.reader_got_in = !events.empty() || lock.try_read().has_value();
         held.reset();  // the last reader leaves: the writer is handed the lock
-        r.writer_next = l.is_write_locked() && l.readers() == 0;
+        result.writer_next = lock.is_write_locked() && lock.readers() == 0;
         co_await std::move(w);
         co_await std::move(rd);
-        co_return r;
+        co_return result;
     }(l, log));
     CHECK_FALSE(r.reader_got_in);
     CHECK(r.writer_next);
@@ -211,25 +211,25 @@ TEST_CASE("one FIFO line: writers in order, each run of consecutive readers gran
         bool barged = true;
         std::size_t readers_after_release = 0;
     };
-    const Result r = rt.block_on([](RwLock& l, std::vector<std::string>& log) -> Task<Result> {
-        std::optional<RwLock::WriteGuard> held = l.try_write();
+    const Result r = rt.block_on([](RwLock& lock, std::vector<std::string>& events) -> Task<Result> {
+        std::optional<RwLock::WriteGuard> held = lock.try_write();
         std::vector<JoinHandle<void>> all;
         for (const char* id : {"r1", "r2", "w3", "r4", "w5", "r6", "r7"}) {
             const std::string name(id);
             if (name[0] == 'w') {
-                all.push_back(eddy::spawn(write_and_log(l, log, name)));
+                all.push_back(eddy::spawn(write_and_log(lock, events, name)));
             } else {
-                all.push_back(eddy::spawn(read_and_log(l, log, name)));
+                all.push_back(eddy::spawn(read_and_log(lock, events, name)));
             }
             co_await settle();  // each is queued before the next starts
         }
-        Result r;
-        r.waiting = l.waiters();
+        Result result;
+        result.waiting = lock.waiters();
         held.reset();  // r1 and r2 together; the lock is never free in between
-        r.readers_after_release = l.readers();
-        r.barged = l.try_read().has_value() || l.try_write().has_value();
+        result.readers_after_release = lock.readers();
+        result.barged = lock.try_read().has_value() || lock.try_write().has_value();
         for (auto& h : all) co_await std::move(h);
-        co_return r;
+        co_return result;
     }(l, log));
     CHECK(r.waiting == 7);
     CHECK(r.readers_after_release == 2);
@@ -242,17 +242,17 @@ TEST_CASE("writers get the lock in the order they asked under contention across 
     Runtime rt(RuntimeConfig{.workers = 4});
     RwLock l;
     std::vector<std::string> log;
-    const bool queued = rt.block_on([](RwLock& l, std::vector<std::string>& log) -> Task<bool> {
-        std::optional<RwLock::ReadGuard> held = co_await l.read();
+    const bool queued = rt.block_on([](RwLock& lock, std::vector<std::string>& events) -> Task<bool> {
+        std::optional<RwLock::ReadGuard> held = co_await lock.read();
         std::vector<JoinHandle<void>> all;
-        bool queued = true;
+        bool waited = true;
         for (int id = 1; id <= 8; ++id) {
-            all.push_back(eddy::spawn(write_and_log(l, log, "w" + std::to_string(id))));
-            queued = (co_await until_waiters(l, static_cast<std::size_t>(id))) && queued;
+            all.push_back(eddy::spawn(write_and_log(lock, events, "w" + std::to_string(id))));
+            waited = (co_await until_waiters(lock, static_cast<std::size_t>(id))) && waited;
         }
         held.reset();
         for (auto& h : all) co_await std::move(h);
-        co_return queued;
+        co_return waited;
     }(l, log));
     CHECK(queued);
     CHECK(log == std::vector<std::string>{"w1", "w2", "w3", "w4", "w5", "w6", "w7", "w8"});
@@ -269,27 +269,27 @@ TEST_CASE("a writer is not starved by readers that keep the lock busy on two wor
     std::atomic<bool> asking{false};
     std::atomic<bool> written{false};
     std::atomic<int> longest{0};
-    rt.block_on([](RwLock& l, std::atomic<bool>& asking, std::atomic<bool>& written,
-                   std::atomic<int>& longest) -> Task<void> {
-        auto reader = [](RwLock& l, std::atomic<bool>& asking, std::atomic<bool>& written,
-                         std::atomic<int>& longest) -> Task<void> {
+    rt.block_on([](RwLock& lock, std::atomic<bool>& asked, std::atomic<bool>& wrote,
+                   std::atomic<int>& worst) -> Task<void> {
+        auto reader = [](RwLock& rw, std::atomic<bool>& writer_asks, std::atomic<bool>& writer_done,
+                         std::atomic<int>& longest_run) -> Task<void> {
             int laps = 0;  // since the writer started asking
-            while (!written.load() && laps < kMaxLaps) {
-                RwLock::ReadGuard g = co_await l.read();
+            while (!writer_done.load() && laps < kMaxLaps) {
+                RwLock::ReadGuard g = co_await rw.read();
                 co_await eddy::yield_now();
-                if (asking.load()) ++laps;
+                if (writer_asks.load()) ++laps;
             }
-            int seen = longest.load();
-            while (laps > seen && !longest.compare_exchange_weak(seen, laps)) {
+            int seen = longest_run.load();
+            while (laps > seen && !longest_run.compare_exchange_weak(seen, laps)) {
             }
         };
         std::vector<JoinHandle<void>> readers;
-        for (int i = 0; i < 4; ++i) readers.push_back(eddy::spawn(reader(l, asking, written, longest)));
+        for (int i = 0; i < 4; ++i) readers.push_back(eddy::spawn(reader(lock, asked, wrote, worst)));
         co_await settle();
-        asking.store(true);
+        asked.store(true);
         {
-            RwLock::WriteGuard g = co_await l.write();
-            written.store(true);
+            RwLock::WriteGuard g = co_await lock.write();
+            wrote.store(true);
         }
         for (auto& h : readers) co_await std::move(h);
     }(l, asking, written, longest));
@@ -306,22 +306,22 @@ TEST_CASE("a cancelled writer at the head lets the readers behind it in while re
         std::string cancelled;
         std::size_t readers_while_held = 0;
     };
-    const Result r = rt.block_on([](RwLock& l, std::vector<std::string>& log) -> Task<Result> {
-        std::optional<RwLock::ReadGuard> held = l.try_read();
+    const Result r = rt.block_on([](RwLock& lock, std::vector<std::string>& events) -> Task<Result> {
+        std::optional<RwLock::ReadGuard> held = lock.try_read();
         std::stop_source stop;
-        JoinHandle<void> w = eddy::spawn(eddy::with_stop_token(write_and_log(l, log, "w"), stop.get_token()));
+        JoinHandle<void> w = eddy::spawn(eddy::with_stop_token(write_and_log(lock, events, "w"), stop.get_token()));
         co_await settle();
-        JoinHandle<void> r1 = eddy::spawn(read_and_log(l, log, "r1"));
+        JoinHandle<void> r1 = eddy::spawn(read_and_log(lock, events, "r1"));
         co_await settle();
-        JoinHandle<void> r2 = eddy::spawn(read_and_log(l, log, "r2"));
+        JoinHandle<void> r2 = eddy::spawn(read_and_log(lock, events, "r2"));
         co_await settle();
         stop.request_stop();  // r1 and r2 were only waiting for the writer
-        Result r;
-        r.cancelled = co_await outcome(std::move(w));
-        r.readers_while_held = l.readers();
+        Result result;
+        result.cancelled = co_await outcome(std::move(w));
+        result.readers_while_held = lock.readers();
         co_await std::move(r1);
         co_await std::move(r2);
-        co_return r;
+        co_return result;
     }(l, log));
     CHECK(r.cancelled == "cancelled");
     CHECK(r.readers_while_held == 3);
@@ -337,27 +337,27 @@ TEST_CASE("a cancelled writer between readers joins them into one batch; a cance
         std::string writer, reader;
         std::size_t waiting = 0;
     };
-    const Result r = rt.block_on([](RwLock& l, std::vector<std::string>& log) -> Task<Result> {
-        std::optional<RwLock::WriteGuard> held = l.try_write();
+    const Result r = rt.block_on([](RwLock& lock, std::vector<std::string>& events) -> Task<Result> {
+        std::optional<RwLock::WriteGuard> held = lock.try_write();
         std::stop_source stop_w, stop_r;
-        JoinHandle<void> r1 = eddy::spawn(read_and_log(l, log, "r1"));
+        JoinHandle<void> r1 = eddy::spawn(read_and_log(lock, events, "r1"));
         co_await settle();
-        JoinHandle<void> w2 = eddy::spawn(eddy::with_stop_token(write_and_log(l, log, "w2"), stop_w.get_token()));
+        JoinHandle<void> w2 = eddy::spawn(eddy::with_stop_token(write_and_log(lock, events, "w2"), stop_w.get_token()));
         co_await settle();
-        JoinHandle<void> r3 = eddy::spawn(eddy::with_stop_token(read_and_log(l, log, "r3"), stop_r.get_token()));
+        JoinHandle<void> r3 = eddy::spawn(eddy::with_stop_token(read_and_log(lock, events, "r3"), stop_r.get_token()));
         co_await settle();
-        JoinHandle<void> r4 = eddy::spawn(read_and_log(l, log, "r4"));
+        JoinHandle<void> r4 = eddy::spawn(read_and_log(lock, events, "r4"));
         co_await settle();
-        Result r;
+        Result result;
         stop_w.request_stop();
-        r.writer = co_await outcome(std::move(w2));
+        result.writer = co_await outcome(std::move(w2));
         stop_r.request_stop();
-        r.reader = co_await outcome(std::move(r3));
-        r.waiting = l.waiters();  // r1 and r4, still behind the writer that holds it
+        result.reader = co_await outcome(std::move(r3));
+        result.waiting = lock.waiters();  // r1 and r4, still behind the writer that holds it
         held.reset();
         co_await std::move(r1);
         co_await std::move(r4);
-        co_return r;
+        co_return result;
     }(l, log));
     CHECK(r.writer == "cancelled");
     CHECK(r.reader == "cancelled");
@@ -370,10 +370,10 @@ TEST_CASE("a waiter handed the lock before its cancel took effect keeps it") {
     Runtime rt(RuntimeConfig{.workers = 1});
     RwLock l;
     std::vector<std::string> log;
-    const std::string how = rt.block_on([](RwLock& l, std::vector<std::string>& log) -> Task<std::string> {
-        std::optional<RwLock::ReadGuard> held = l.try_read();
+    const std::string how = rt.block_on([](RwLock& lock, std::vector<std::string>& events) -> Task<std::string> {
+        std::optional<RwLock::ReadGuard> held = lock.try_read();
         std::stop_source stop;
-        JoinHandle<void> w = eddy::spawn(eddy::with_stop_token(write_and_log(l, log, "w"), stop.get_token()));
+        JoinHandle<void> w = eddy::spawn(eddy::with_stop_token(write_and_log(lock, events, "w"), stop.get_token()));
         co_await settle();
         held.reset();         // hands the lock to the writer...
         stop.request_stop();  // ...before the stop: the grant wins
@@ -400,32 +400,32 @@ TEST_CASE("stops racing releases on two workers never lose or leak the lock") {
     // waiter. Whoever wins, everyone finishes and the lock ends free.
     Runtime rt(RuntimeConfig{.workers = 2});
     RwLock l;
-    const int bad = rt.block_on([](RwLock& l) -> Task<int> {
-        int bad = 0;
+    const int bad = rt.block_on([](RwLock& lock) -> Task<int> {
+        int failures = 0;
         for (int i = 0; i < 300; ++i) {
             const bool write_held = i % 2 == 0;
             const bool write_waits = i % 3 != 0;
             std::optional<RwLock::WriteGuard> w;  // the holder: one of the two
             std::optional<RwLock::ReadGuard> r;
             if (write_held) {
-                w = co_await l.write();
+                w = co_await lock.write();
             } else {
-                r = co_await l.read();
+                r = co_await lock.read();
             }
             std::stop_source stop;
-            Task<void> wait = write_waits ? write_once(l) : read_once(l);  // a local: see sync_stress
+            Task<void> wait = write_waits ? write_once(lock) : read_once(lock);  // a local: see sync_stress
             JoinHandle<void> waiter = eddy::spawn(eddy::with_stop_token(std::move(wait), stop.get_token()));
             if (write_held || write_waits) {  // else the reader gets in at once
-                if (!co_await until_waiters(l, 1)) ++bad;
+                if (!co_await until_waiters(lock, 1)) ++failures;
             }
-            JoinHandle<void> behind = eddy::spawn(read_once(l));
+            JoinHandle<void> behind = eddy::spawn(read_once(lock));
             auto stop_it = [](std::stop_source s) -> Task<void> {
                 s.request_stop();
                 co_return;
             };
-            auto release = [](std::optional<RwLock::WriteGuard> w, std::optional<RwLock::ReadGuard> r) -> Task<void> {
-                w.reset();
-                r.reset();
+            auto release = [](std::optional<RwLock::WriteGuard> write_guard, std::optional<RwLock::ReadGuard> read_guard) -> Task<void> {
+                write_guard.reset();
+                read_guard.reset();
                 co_return;
             };
             // The last spawned runs first here unless the other worker steals one: alternate.
@@ -434,13 +434,13 @@ TEST_CASE("stops racing releases on two workers never lose or leak the lock") {
             JoinHandle<void> second =
                 i % 4 < 2 ? eddy::spawn(release(std::move(w), std::move(r))) : eddy::spawn(stop_it(stop));
             const std::string how = co_await outcome(std::move(waiter));
-            if (how != "ok" && how != "cancelled") ++bad;
-            if (co_await outcome(std::move(behind)) != "ok") ++bad;
+            if (how != "ok" && how != "cancelled") ++failures;
+            if (co_await outcome(std::move(behind)) != "ok") ++failures;
             co_await std::move(first);
             co_await std::move(second);
-            if (!is_free(l)) ++bad;
+            if (!is_free(lock)) ++failures;
         }
-        co_return bad;
+        co_return failures;
     }(l));
     CHECK(bad == 0);
     CHECK(is_free(l));

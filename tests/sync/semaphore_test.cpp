@@ -85,23 +85,23 @@ TEST_CASE("at most N tasks hold a permit at once on four workers") {
     Runtime rt(RuntimeConfig{.workers = 4});
     Semaphore s(3);
     std::atomic<int> inside{0}, most{0}, done{0};
-    rt.block_on([](Semaphore& s, std::atomic<int>& inside, std::atomic<int>& most, std::atomic<int>& done) -> Task<void> {
-        auto worker = [](Semaphore& s, std::atomic<int>& inside, std::atomic<int>& most,
-                         std::atomic<int>& done) -> Task<void> {
+    rt.block_on([](Semaphore& sem, std::atomic<int>& holders, std::atomic<int>& peak, std::atomic<int>& finished) -> Task<void> {
+        auto worker = [](Semaphore& permits, std::atomic<int>& occupancy, std::atomic<int>& high_water,
+                         std::atomic<int>& ended) -> Task<void> {
             for (int i = 0; i < 50; ++i) {
-                co_await s.acquire();
-                const int now = inside.fetch_add(1) + 1;
-                int seen = most.load();
-                while (now > seen && !most.compare_exchange_weak(seen, now)) {
+                co_await permits.acquire();
+                const int now = occupancy.fetch_add(1) + 1;
+                int seen = high_water.load();
+                while (now > seen && !high_water.compare_exchange_weak(seen, now)) {
                 }
                 co_await eddy::yield_now();
-                inside.fetch_sub(1);
-                s.release();
+                occupancy.fetch_sub(1);
+                permits.release();
             }
-            done.fetch_add(1);
+            ended.fetch_add(1);
         };
         std::vector<JoinHandle<void>> all;
-        for (int i = 0; i < 32; ++i) all.push_back(eddy::spawn(worker(s, inside, most, done)));
+        for (int i = 0; i < 32; ++i) all.push_back(eddy::spawn(worker(sem, holders, peak, finished)));
         for (auto& h : all) co_await std::move(h);
     }(s, inside, most, done));
     CHECK(done.load() == 32);
@@ -113,17 +113,17 @@ TEST_CASE("a large request at the head blocks smaller ones behind it (FIFO, no s
     Runtime rt(RuntimeConfig{.workers = 1});
     Semaphore s(1);
     std::vector<int> order;
-    const bool small_got_through = rt.block_on([](Semaphore& s, std::vector<int>& order) -> Task<bool> {
-        JoinHandle<void> big = eddy::spawn(acquire_and_log(s, 3, order, 1));
+    const bool small_got_through = rt.block_on([](Semaphore& sem, std::vector<int>& trace) -> Task<bool> {
+        JoinHandle<void> big = eddy::spawn(acquire_and_log(sem, 3, trace, 1));
         co_await settle();
-        JoinHandle<void> small = eddy::spawn(acquire_and_log(s, 1, order, 2));
+        JoinHandle<void> small = eddy::spawn(acquire_and_log(sem, 1, trace, 2));
         co_await settle();
-        const bool through = !order.empty() || s.try_acquire(1);  // one permit free, but the head waits
-        s.release(2);  // 3 free: the big one goes, the small one waits for more
+        const bool through = !trace.empty() || sem.try_acquire(1);  // one permit free, but the head waits
+        sem.release(2);  // 3 free: the big one goes, the small one waits for more
         co_await std::move(big);
         co_await settle();
-        order.push_back(0);
-        s.release(1);
+        trace.push_back(0);
+        sem.release(1);
         co_await std::move(small);
         co_return through;
     }(s, order));
@@ -141,24 +141,24 @@ TEST_CASE("a cancelled waiter loses no permit and passes on the ones it held up"
         std::size_t available_after_cancel = 0;
         std::size_t available_at_end = 0;
     };
-    const Result r = rt.block_on([](Semaphore& s, std::vector<int>& order) -> Task<Result> {
+    const Result r = rt.block_on([](Semaphore& sem, std::vector<int>& trace) -> Task<Result> {
         std::stop_source stop;
         // The head needs 3 of the 2 permits: the two small waiters behind it are blocked.
-        JoinHandle<void> big = eddy::spawn(eddy::with_stop_token(acquire_and_log(s, 3, order, 1), stop.get_token()));
+        JoinHandle<void> big = eddy::spawn(eddy::with_stop_token(acquire_and_log(sem, 3, trace, 1), stop.get_token()));
         co_await settle();
-        JoinHandle<void> a = eddy::spawn(acquire_and_log(s, 1, order, 2));
+        JoinHandle<void> a = eddy::spawn(acquire_and_log(sem, 1, trace, 2));
         co_await settle();
-        JoinHandle<void> b = eddy::spawn(acquire_and_log(s, 1, order, 3));
+        JoinHandle<void> b = eddy::spawn(acquire_and_log(sem, 1, trace, 3));
         co_await settle();
-        Result r;
+        Result result;
         stop.request_stop();
-        r.cancelled = co_await outcome(std::move(big));
+        result.cancelled = co_await outcome(std::move(big));
         co_await std::move(a);  // the cancel passed the 2 permits on
         co_await std::move(b);
-        r.available_after_cancel = s.available();
-        s.release(2);  // what a and b hold
-        r.available_at_end = s.available();
-        co_return r;
+        result.available_after_cancel = sem.available();
+        sem.release(2);  // what a and b hold
+        result.available_at_end = sem.available();
+        co_return result;
     }(s, order));
     CHECK(r.cancelled == "cancelled");
     CHECK(order == std::vector<int>{2, 3});
@@ -169,18 +169,18 @@ TEST_CASE("a cancelled waiter loses no permit and passes on the ones it held up"
 TEST_CASE("stops racing releases on two workers lose and duplicate no permit") {
     Runtime rt(RuntimeConfig{.workers = 2});
     Semaphore s(0);
-    const std::size_t left = rt.block_on([](Semaphore& s) -> Task<std::size_t> {
+    const std::size_t left = rt.block_on([](Semaphore& sem) -> Task<std::size_t> {
         std::size_t granted = 0;
         for (int i = 0; i < 300; ++i) {
             std::stop_source stop;
-            JoinHandle<void> waiter = eddy::spawn(eddy::with_stop_token(acquire(s, 1), stop.get_token()));
+            JoinHandle<void> waiter = eddy::spawn(eddy::with_stop_token(acquire(sem, 1), stop.get_token()));
             co_await eddy::yield_now();
-            s.release(1);
+            sem.release(1);
             stop.request_stop();
             if (co_await outcome(std::move(waiter)) == "ok") ++granted;
         }
         // Every release went either to a waiter (granted) or stayed in the semaphore.
-        co_return s.available() + granted;
+        co_return sem.available() + granted;
     }(s));
     CHECK(left == 300);
 }

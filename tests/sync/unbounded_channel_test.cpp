@@ -131,19 +131,19 @@ TEST_CASE("no allocation per message: only the buffer's doublings allocate") {
 TEST_CASE("a send hands its value straight to a waiting receiver, in the receivers' order") {
     Runtime rt(RuntimeConfig{.workers = 1});
     UnboundedChannel<int> ch;
-    const std::vector<int> got = rt.block_on([](UnboundedChannel<int>& ch) -> Task<std::vector<int>> {
-        JoinHandle<std::optional<int>> first = eddy::spawn(receive_one(ch));
+    const std::vector<int> got = rt.block_on([](UnboundedChannel<int>& chan) -> Task<std::vector<int>> {
+        JoinHandle<std::optional<int>> first = eddy::spawn(receive_one(chan));
         co_await settle();
-        JoinHandle<std::optional<int>> second = eddy::spawn(receive_one(ch));
+        JoinHandle<std::optional<int>> second = eddy::spawn(receive_one(chan));
         co_await settle();
-        ch.send(10);
-        ch.send(20);
-        ch.send(30);
-        std::vector<int> got{static_cast<int>(ch.size())};  // two handed over, one buffered
-        got.push_back(*co_await std::move(first));
-        got.push_back(*co_await std::move(second));
-        got.push_back(*co_await ch.receive());
-        co_return got;
+        chan.send(10);
+        chan.send(20);
+        chan.send(30);
+        std::vector<int> received{static_cast<int>(chan.size())};  // two handed over, one buffered
+        received.push_back(*co_await std::move(first));
+        received.push_back(*co_await std::move(second));
+        received.push_back(*co_await chan.receive());
+        co_return received;
     }(ch));
     CHECK(got == std::vector<int>{1, 10, 20, 30});
 }
@@ -155,17 +155,17 @@ TEST_CASE("close: waiting receivers get the end; the buffer drains first; sends 
         int ended = 0;
         std::vector<int> drained;
     };
-    const Result r = rt.block_on([](UnboundedChannel<std::unique_ptr<int>>& ch) -> Task<Result> {
-        auto receive = [](UnboundedChannel<std::unique_ptr<int>>& ch) -> Task<bool> {
-            co_return !(co_await ch.receive()).has_value();
+    const Result r = rt.block_on([](UnboundedChannel<std::unique_ptr<int>>& chan) -> Task<Result> {
+        auto receive = [](UnboundedChannel<std::unique_ptr<int>>& c) -> Task<bool> {
+            co_return !(co_await c.receive()).has_value();
         };
         std::vector<JoinHandle<bool>> waiting;
-        for (int i = 0; i < 3; ++i) waiting.push_back(eddy::spawn(receive(ch)));
+        for (int i = 0; i < 3; ++i) waiting.push_back(eddy::spawn(receive(chan)));
         co_await settle();
-        ch.close();
-        Result r;
-        for (auto& h : waiting) r.ended += co_await std::move(h) ? 1 : 0;
-        co_return r;
+        chan.close();
+        Result result;
+        for (auto& h : waiting) result.ended += co_await std::move(h) ? 1 : 0;
+        co_return result;
     }(ch));
     CHECK(r.ended == 3);
     CHECK(ch.is_closed());
@@ -205,16 +205,16 @@ TEST_CASE("a cancelled receive consumes nothing: the next receive gets the value
         std::string cancelled;
         std::optional<int> next;
     };
-    const Result r = rt.block_on([](UnboundedChannel<int>& ch) -> Task<Result> {
+    const Result r = rt.block_on([](UnboundedChannel<int>& chan) -> Task<Result> {
         std::stop_source stop;
-        JoinHandle<std::optional<int>> waiting = eddy::spawn(eddy::with_stop_token(receive_one(ch), stop.get_token()));
+        JoinHandle<std::optional<int>> waiting = eddy::spawn(eddy::with_stop_token(receive_one(chan), stop.get_token()));
         co_await settle();
         stop.request_stop();
-        Result r;
-        r.cancelled = co_await outcome(std::move(waiting));
-        ch.send(7);  // not handed to the cancelled receiver: buffered
-        r.next = co_await ch.receive();
-        co_return r;
+        Result result;
+        result.cancelled = co_await outcome(std::move(waiting));
+        chan.send(7);  // not handed to the cancelled receiver: buffered
+        result.next = co_await chan.receive();
+        co_return result;
     }(ch));
     CHECK(r.cancelled == "cancelled");
     CHECK(r.next == 7);
@@ -227,8 +227,8 @@ TEST_CASE("a receive under a stopped token throws at once, even if a value is bu
     ch.send(1);
     std::stop_source stop;
     stop.request_stop();
-    const std::string how = rt.block_on([](UnboundedChannel<int>& ch, std::stop_token t) -> Task<std::string> {
-        co_return co_await outcome(eddy::spawn(eddy::with_stop_token(receive_one(ch), t)));
+    const std::string how = rt.block_on([](UnboundedChannel<int>& chan, std::stop_token t) -> Task<std::string> {
+        co_return co_await outcome(eddy::spawn(eddy::with_stop_token(receive_one(chan), t)));
     }(ch, stop.get_token()));
     CHECK(how == "cancelled");
     CHECK(ch.size() == 1);
@@ -268,9 +268,9 @@ TEST_CASE("plain threads and tasks on four workers send at once; every value is 
     for (std::uint64_t i = 0; i < kReceivers; ++i) receivers.push_back(rt.spawn(drain(ch)));
     std::vector<JoinHandle<void>> tasks;
     for (std::uint64_t t = 0; t < kTasks; ++t) {
-        tasks.push_back(rt.spawn([](UnboundedChannel<std::uint64_t>& ch, std::uint64_t id) -> Task<void> {
+        tasks.push_back(rt.spawn([](UnboundedChannel<std::uint64_t>& chan, std::uint64_t id) -> Task<void> {
             for (std::uint64_t i = 0; i < kPerSender; ++i) {
-                ch.send(id * kPerSender + i);
+                chan.send(id * kPerSender + i);
                 if (i % 64 == 0) co_await eddy::yield_now();
             }
         }(ch, kThreads + t)));
@@ -282,13 +282,13 @@ TEST_CASE("plain threads and tasks on four workers send at once; every value is 
         });
     }
     for (auto& t : threads) t.join();
-    for (auto& h : tasks) rt.block_on([](JoinHandle<void> h) -> Task<void> { co_await std::move(h); }(std::move(h)));
+    for (auto& h : tasks) rt.block_on([](JoinHandle<void> handle) -> Task<void> { co_await std::move(handle); }(std::move(h)));
     ch.close();
     std::vector<std::uint64_t> seen(kSenders * kPerSender, 0);
     int disorder = 0;
     for (auto& h : receivers) {
         const std::vector<std::uint64_t> got = rt.block_on(
-            [](JoinHandle<std::vector<std::uint64_t>> h) -> Task<std::vector<std::uint64_t>> { co_return co_await std::move(h); }(
+            [](JoinHandle<std::vector<std::uint64_t>> handle) -> Task<std::vector<std::uint64_t>> { co_return co_await std::move(handle); }(
                 std::move(h)));
         std::vector<std::int64_t> last(kSenders, -1);
         for (std::uint64_t v : got) {
@@ -315,9 +315,9 @@ TEST_CASE("a runtime destroyed while receivers wait unlinks them; the channel wo
         Runtime rt(RuntimeConfig{.workers = 2});
         std::atomic<int> waiting{0};
         for (int i = 0; i < 10; ++i) {
-            (void)rt.spawn([](UnboundedChannel<int>& ch, std::atomic<int>& waiting, eddy::test::Counted) -> Task<void> {
-                waiting.fetch_add(1);
-                (void)co_await ch.receive();
+            (void)rt.spawn([](UnboundedChannel<int>& chan, std::atomic<int>& waiters, eddy::test::Counted) -> Task<void> {
+                waiters.fetch_add(1);
+                (void)co_await chan.receive();
             }(ch, waiting, eddy::test::Counted(frames)));
         }
         const auto deadline = std::chrono::steady_clock::now() + eddy::test::kDeadline;

@@ -131,19 +131,19 @@ TEST_CASE("copies of a receiver track their own seen version; subscribe starts a
 TEST_CASE("changed returns at once for a newer value and marks it seen; skipped values are not reported") {
     Runtime rt(RuntimeConfig{.workers = 1});
     auto [tx, rx] = eddy::watch::channel<int>(0);
-    const std::vector<int> got = rt.block_on([](Sender<int>& tx, Receiver<int>& rx) -> Task<std::vector<int>> {
-        tx.send(1);
-        tx.send(2);
-        tx.send(3);
-        std::vector<int> got;
-        got.push_back(co_await next_value(rx));  // only the latest: 1 and 2 are skipped
-        got.push_back(rx.has_changed() ? 1 : 0);
-        JoinHandle<int> waiting = eddy::spawn(next_value(rx));
+    const std::vector<int> got = rt.block_on([](Sender<int>& publisher, Receiver<int>& subscriber) -> Task<std::vector<int>> {
+        publisher.send(1);
+        publisher.send(2);
+        publisher.send(3);
+        std::vector<int> received;
+        received.push_back(co_await next_value(subscriber));  // only the latest: 1 and 2 are skipped
+        received.push_back(subscriber.has_changed() ? 1 : 0);
+        JoinHandle<int> waiting = eddy::spawn(next_value(subscriber));
         co_await settle();
-        got.push_back(waiting.is_finished() ? 1 : 0);  // nothing newer: it waits
-        tx.send(4);
-        got.push_back(co_await std::move(waiting));
-        co_return got;
+        received.push_back(waiting.is_finished() ? 1 : 0);  // nothing newer: it waits
+        publisher.send(4);
+        received.push_back(co_await std::move(waiting));
+        co_return received;
     }(tx, rx));
     CHECK(got == std::vector<int>{3, 0, 0, 4});
 }
@@ -155,9 +155,9 @@ TEST_CASE("a send wakes every waiting receiver, from a task or from a plain thre
     std::atomic<int> started{0};
     std::vector<JoinHandle<int>> waiting;
     for (int i = 0; i < kWaiters; ++i) {
-        waiting.push_back(rt.spawn([](Receiver<int> rx, std::atomic<int>& started) -> Task<int> {
-            started.fetch_add(1);
-            co_return co_await next_value(rx);
+        waiting.push_back(rt.spawn([](Receiver<int> subscriber, std::atomic<int>& starts) -> Task<int> {
+            starts.fetch_add(1);
+            co_return co_await next_value(subscriber);
         }(rx, started)));
     }
     const auto deadline = std::chrono::steady_clock::now() + eddy::test::kDeadline;
@@ -165,7 +165,7 @@ TEST_CASE("a send wakes every waiting receiver, from a task or from a plain thre
     std::thread sender([&s = tx] { s.send(7); });  // most receivers wait by now
     sender.join();
     int sum = 0;
-    for (auto& h : waiting) sum += rt.block_on([](JoinHandle<int> h) -> Task<int> { co_return co_await std::move(h); }(std::move(h)));
+    for (auto& h : waiting) sum += rt.block_on([](JoinHandle<int> handle) -> Task<int> { co_return co_await std::move(handle); }(std::move(h)));
     CHECK(sum == 7 * kWaiters);
 }
 
@@ -207,22 +207,22 @@ TEST_CASE("a dropped sender wakes waiting receivers with ChannelClosed; a newer 
         std::string after;
         int last = 0;
     };
-    const Result r = rt.block_on([](Sender<int> tx, Receiver<int>& rx) -> Task<Result> {
-        Receiver<int> behind = rx;
-        Result r;
-        JoinHandle<void> waiting = eddy::spawn(wait_changed(rx));
+    const Result r = rt.block_on([](Sender<int> publisher, Receiver<int>& subscriber) -> Task<Result> {
+        Receiver<int> behind = subscriber;
+        Result result;
+        JoinHandle<void> waiting = eddy::spawn(wait_changed(subscriber));
         co_await settle();
-        tx.send(5);  // `waiting` is granted this one...
+        publisher.send(5);  // `waiting` is granted this one...
         co_await settle();
-        JoinHandle<void> again = eddy::spawn(wait_changed(rx));
+        JoinHandle<void> again = eddy::spawn(wait_changed(subscriber));
         co_await settle();
-        { Sender<int> dropped = std::move(tx); }  // ...and `again` the close
+        { Sender<int> dropped = std::move(publisher); }  // ...and `again` the close
         co_await std::move(waiting);
-        r.waiting = co_await outcome(std::move(again));
-        r.newer = co_await next_value(behind);  // had not seen 5: reported, then the close
-        r.after = co_await outcome(eddy::spawn(wait_changed(behind)));
-        r.last = *behind.borrow();  // the last value stays readable
-        co_return r;
+        result.waiting = co_await outcome(std::move(again));
+        result.newer = co_await next_value(behind);  // had not seen 5: reported, then the close
+        result.after = co_await outcome(eddy::spawn(wait_changed(behind)));
+        result.last = *behind.borrow();  // the last value stays readable
+        co_return result;
     }(std::move(tx), rx));
     CHECK(r.waiting == "closed");
     CHECK(r.newer == 5);
@@ -259,18 +259,18 @@ TEST_CASE("a cancelled changed marks nothing seen: the next changed reports the 
     };
     tx.send(1);
     (void)rx.borrow_and_update();  // seen: version 1
-    const Result r = rt.block_on([](Sender<int>& tx, Receiver<int>& rx) -> Task<Result> {
+    const Result r = rt.block_on([](Sender<int>& publisher, Receiver<int>& subscriber) -> Task<Result> {
         std::stop_source stop;
-        JoinHandle<int> waiting = eddy::spawn(eddy::with_stop_token(next_value(rx), stop.get_token()));
+        JoinHandle<int> waiting = eddy::spawn(eddy::with_stop_token(next_value(subscriber), stop.get_token()));
         co_await settle();
         stop.request_stop();
-        Result r;
-        r.cancelled = co_await outcome(std::move(waiting));
-        r.changed_before = rx.has_changed();  // still at version 1
-        tx.send(3);
-        r.changed_after = rx.has_changed();
-        r.next = co_await next_value(rx);
-        co_return r;
+        Result result;
+        result.cancelled = co_await outcome(std::move(waiting));
+        result.changed_before = subscriber.has_changed();  // still at version 1
+        publisher.send(3);
+        result.changed_after = subscriber.has_changed();
+        result.next = co_await next_value(subscriber);
+        co_return result;
     }(tx, rx));
     CHECK(r.cancelled == "cancelled");
     CHECK_FALSE(r.changed_before);
@@ -285,8 +285,8 @@ TEST_CASE("changed under a stopped token throws at once, even with a newer value
     tx.send(1);
     std::stop_source stop;
     stop.request_stop();
-    const std::string how = rt.block_on([](Receiver<int>& rx, std::stop_token t) -> Task<std::string> {
-        co_return co_await outcome(eddy::spawn(eddy::with_stop_token(wait_changed(rx), t)));
+    const std::string how = rt.block_on([](Receiver<int>& subscriber, std::stop_token t) -> Task<std::string> {
+        co_return co_await outcome(eddy::spawn(eddy::with_stop_token(wait_changed(subscriber), t)));
     }(rx, stop.get_token()));
     CHECK(how == "cancelled");
     CHECK(rx.has_changed());
@@ -296,26 +296,26 @@ TEST_CASE("a changed whose stop races a send on two workers either reports the v
     Runtime rt(RuntimeConfig{.workers = 2});
     auto [tx, rx] = eddy::watch::channel<int>(0);
     constexpr int kRounds = 300;
-    const int wrong = rt.block_on([](Sender<int>& tx, Receiver<int>& rx) -> Task<int> {
-        int wrong = 0;
+    const int wrong = rt.block_on([](Sender<int>& publisher, Receiver<int>& subscriber) -> Task<int> {
+        int mismatches = 0;
         for (int i = 1; i <= kRounds; ++i) {
             std::stop_source stop;
-            JoinHandle<int> waiter = eddy::spawn(eddy::with_stop_token(next_value(rx), stop.get_token()));
-            JoinHandle<void> sender = eddy::spawn([](Sender<int>& tx, int v) -> Task<void> {
-                tx.send(v);
+            JoinHandle<int> waiter = eddy::spawn(eddy::with_stop_token(next_value(subscriber), stop.get_token()));
+            JoinHandle<void> sender = eddy::spawn([](Sender<int>& snd, int v) -> Task<void> {
+                snd.send(v);
                 co_return;
-            }(tx, i));
+            }(publisher, i));
             stop.request_stop();
             co_await std::move(sender);
             try {
-                if (co_await std::move(waiter) != i) ++wrong;
-                if (rx.has_changed()) ++wrong;  // reported: marked seen
+                if (co_await std::move(waiter) != i) ++mismatches;
+                if (subscriber.has_changed()) ++mismatches;  // reported: marked seen
             } catch (const eddy::OperationCancelled&) {
-                if (!rx.has_changed()) ++wrong;  // cancelled: still unseen
-                if (*rx.borrow_and_update() != i) ++wrong;
+                if (!subscriber.has_changed()) ++mismatches;  // cancelled: still unseen
+                if (*subscriber.borrow_and_update() != i) ++mismatches;
             }
         }
-        co_return wrong;
+        co_return mismatches;
     }(tx, rx));
     CHECK(wrong == 0);
 }
@@ -330,15 +330,15 @@ TEST_CASE("readers on four workers never see a torn value and end on the last on
         int torn = 0;
         int backwards = 0;
     };
-    auto reader = [](Receiver<Wide> rx) -> Task<Seen> {
+    auto reader = [](Receiver<Wide> subscriber) -> Task<Seen> {
         Seen s;
         for (;;) {
             try {
-                co_await rx.changed();
+                co_await subscriber.changed();
             } catch (const eddy::ChannelClosed&) {
                 break;
             }
-            auto ref = rx.borrow();  // released before the next co_await
+            auto ref = subscriber.borrow();  // released before the next co_await
             if (!ref->whole()) ++s.torn;
             if (ref->words[0] < s.last) ++s.backwards;
             s.last = ref->words[0];
@@ -355,12 +355,12 @@ TEST_CASE("readers on four workers never see a torn value and end on the last on
             if (!peek.borrow()->whole()) thread_torn.fetch_add(1);
         }
     });
-    rt.block_on([](Sender<Wide> tx) -> Task<void> {
+    rt.block_on([](Sender<Wide> publisher) -> Task<void> {
         for (std::uint64_t i = 1; i <= kSends; ++i) {
             if (i % 2 == 0) {
-                tx.send(Wide(i));
+                publisher.send(Wide(i));
             } else {
-                tx.send_modify([i](Wide& w) { w.words.fill(i); });
+                publisher.send_modify([i](Wide& w) { w.words.fill(i); });
             }
             if (i % 64 == 0) co_await eddy::yield_now();
         }
@@ -368,7 +368,7 @@ TEST_CASE("readers on four workers never see a torn value and end on the last on
     done.store(true);
     peeker.join();
     for (auto& h : readers) {
-        const Seen s = rt.block_on([](JoinHandle<Seen> h) -> Task<Seen> { co_return co_await std::move(h); }(std::move(h)));
+        const Seen s = rt.block_on([](JoinHandle<Seen> handle) -> Task<Seen> { co_return co_await std::move(handle); }(std::move(h)));
         CHECK(s.torn == 0);
         CHECK(s.backwards == 0);
         CHECK(s.last == kSends);  // the last value is always reported
@@ -383,9 +383,9 @@ TEST_CASE("a runtime destroyed while receivers wait in changed unlinks them; the
         Runtime rt(RuntimeConfig{.workers = 2});
         std::atomic<int> waiting{0};
         for (int i = 0; i < 10; ++i) {
-            (void)rt.spawn([](Receiver<int> rx, std::atomic<int>& waiting, eddy::test::Counted) -> Task<void> {
-                waiting.fetch_add(1);
-                co_await rx.changed();
+            (void)rt.spawn([](Receiver<int> subscriber, std::atomic<int>& waiters, eddy::test::Counted) -> Task<void> {
+                waiters.fetch_add(1);
+                co_await subscriber.changed();
             }(rx, waiting, eddy::test::Counted(frames)));
         }
         const auto deadline = std::chrono::steady_clock::now() + eddy::test::kDeadline;

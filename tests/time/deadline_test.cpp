@@ -122,12 +122,12 @@ TEST_CASE("with_deadline: a read from a TCP peer that never writes times out; th
     CHECK(took >= 100ms);
     CHECK(took < 2s);
     // Still usable: the server writes now, the client reads it without a deadline.
-    run(rt, [](eddy::test::Connection& c) -> Task<void> { co_await c.server.write_all(bytes("hi")); }(c));
+    run(rt, [](eddy::test::Connection& conn) -> Task<void> { co_await conn.server.write_all(bytes("hi")); }(c));
     const std::size_t n = run(rt, read_stream(c.client, buf));
     CHECK(text(std::span(buf).first(n)) == "hi");
     // A write and a read under a far deadline work as without one.
-    run(rt, eddy::with_deadline(10s, [](eddy::test::Connection& c) -> Task<void> {
-        co_await c.client.write_all(bytes("again"));
+    run(rt, eddy::with_deadline(10s, [](eddy::test::Connection& conn) -> Task<void> {
+        co_await conn.client.write_all(bytes("again"));
         co_return;
     }(c)));
     CHECK(run(rt, eddy::with_deadline(10s, read_stream(c.server, buf))) == 5);
@@ -145,12 +145,12 @@ TEST_CASE("with_deadline: a Unix stream read times out, and a read racing data u
     CHECK(run(rt, outcome([&] { return eddy::with_deadline(100ms, read_stream(a, buf)); })) == "timed out");
     CHECK(Clock::now() - start < 2s);
     // The reader waits (under a far deadline) while another task writes later.
-    auto race = [](eddy::net::UnixStream& a, eddy::net::UnixStream& b, std::span<std::byte> buf) -> Task<std::size_t> {
-        auto writer = [](eddy::net::UnixStream& b) -> Task<void> {
+    auto race = [](eddy::net::UnixStream& end_a, eddy::net::UnixStream& end_b, std::span<std::byte> buffer) -> Task<std::size_t> {
+        auto writer = [](eddy::net::UnixStream& peer) -> Task<void> {
             co_await eddy::sleep(20ms);
-            co_await b.write_all(bytes("xyz"));
+            co_await peer.write_all(bytes("xyz"));
         };
-        auto [n, unit] = co_await eddy::when_all(eddy::with_deadline(10s, read_stream(a, buf)), writer(b));
+        auto [n, unit] = co_await eddy::when_all(eddy::with_deadline(10s, read_stream(end_a, buffer)), writer(end_b));
         (void)unit;
         co_return n;
     };
@@ -187,7 +187,7 @@ TEST_CASE("with_deadline: accept times out; the listener accepts afterwards") {
     CHECK(run(rt, outcome([&] { return eddy::with_deadline(100ms, accept_one(listener)); })) == "timed out");
     CHECK(Clock::now() - start < 2s);
     eddy::test::Connection c = run(rt, eddy::with_deadline(10s, eddy::test::connect_pair(listener)));
-    run(rt, [](eddy::test::Connection& c) -> Task<void> { co_await c.server.write_all(bytes("z")); }(c));
+    run(rt, [](eddy::test::Connection& conn) -> Task<void> { co_await conn.server.write_all(bytes("z")); }(c));
     std::array<std::byte, 4> buf{};
     CHECK(run(rt, read_stream(c.client, buf)) == 1);
 }
@@ -230,9 +230,9 @@ TEST_CASE("with_deadline: 1000 operations that complete first keep their values;
         (void)co_await eddy::io::read(rd, b);  // the "x"
         int got = 0;
         for (int i = 0; i < 200; ++i) {
-            auto writer = [](int wr) -> Task<void> {
+            auto writer = [](int wfd) -> Task<void> {
                 co_await eddy::yield_now();
-                (void)co_await eddy::io::write(wr, bytes("y"));
+                (void)co_await eddy::io::write(wfd, bytes("y"));
             };
             auto [n, unit] = co_await eddy::when_all(read_pipe(rd, b), writer(wr));
             (void)unit;

@@ -74,7 +74,7 @@ Task<void> sleep_in_order(Clock::duration d, Clock::time_point t0, std::atomic<i
 /// Awaits `h` from the test thread (through a task, as JoinHandle::wait is block_on's).
 template <class T>
 T join(Runtime& rt, eddy::JoinHandle<T> h) {
-    return rt.block_on([](eddy::JoinHandle<T> h) -> Task<T> { co_return co_await std::move(h); }(std::move(h)));
+    return rt.block_on([](eddy::JoinHandle<T> handle) -> Task<T> { co_return co_await std::move(handle); }(std::move(h)));
 }
 
 Task<void> sleep_task(Clock::duration d) { co_await eddy::sleep(d); }
@@ -128,10 +128,10 @@ TEST_CASE("advance fires every due timer in deadline order, each task seeing its
         hs.push_back(rt.spawn(sleep_in_order(std::chrono::milliseconds(10 * (i + 1)), t0, order, rank[i], at[i])));
     }
     // A chain: two 50 ms sleeps in a row also finish inside one advance.
-    auto chain = rt.spawn([](Clock::time_point t0) -> Task<Clock::duration> {
+    auto chain = rt.spawn([](Clock::time_point start) -> Task<Clock::duration> {
         co_await eddy::sleep(50ms);
         co_await eddy::sleep(50ms);
-        co_return eddy::time::now() - t0;
+        co_return eddy::time::now() - start;
     }(t0));
     std::this_thread::sleep_for(50ms);  // let every task arm its timer
     rt.advance(10 * kTimers * 1ms);
@@ -176,20 +176,20 @@ TEST_CASE("auto-advance waits while a task is runnable") {
     Runtime rt(config(ClockMode::paused));
     const auto t0 = rt.now();
     std::atomic<bool> fired{false};
-    const bool moved = rt.block_on([](std::atomic<bool>& fired, Clock::time_point t0) -> Task<bool> {
-        auto sleeper = eddy::spawn([](std::atomic<bool>& fired) -> Task<void> {
+    const bool moved = rt.block_on([](std::atomic<bool>& woke, Clock::time_point start) -> Task<bool> {
+        auto sleeper = eddy::spawn([](std::atomic<bool>& flag) -> Task<void> {
             co_await eddy::sleep(10s);
-            fired = true;
-        }(fired));
+            flag = true;
+        }(woke));
         // Runnable for 200 ms of real time: the clock must not move meanwhile.
-        bool moved = false;
+        bool jumped = false;
         const auto until = Clock::now() + 200ms;
         while (Clock::now() < until) {
-            moved = moved || fired.load() || eddy::time::now() != t0;
+            jumped = jumped || woke.load() || eddy::time::now() != start;
             co_await eddy::yield_now();
         }
         co_await sleeper;  // then it jumps
-        co_return moved;
+        co_return jumped;
     }(fired, t0));
     CHECK_FALSE(moved);
     CHECK(fired.load());
@@ -200,14 +200,14 @@ TEST_CASE("auto-advance waits while a blocking call runs") {
     Runtime rt(config(ClockMode::paused));
     const auto t0 = rt.now();
     std::atomic<bool> fired{false};
-    const bool fired_during = rt.block_on([](std::atomic<bool>& fired) -> Task<bool> {
-        auto sleeper = eddy::spawn([](std::atomic<bool>& fired) -> Task<void> {
+    const bool fired_during = rt.block_on([](std::atomic<bool>& woke) -> Task<bool> {
+        auto sleeper = eddy::spawn([](std::atomic<bool>& flag) -> Task<void> {
             co_await eddy::sleep(10s);
-            fired = true;
-        }(fired));
-        const bool during = co_await eddy::spawn_blocking([&fired] {
+            flag = true;
+        }(woke));
+        const bool during = co_await eddy::spawn_blocking([&woke] {
             std::this_thread::sleep_for(200ms);
-            return fired.load();
+            return woke.load();
         });
         co_await sleeper;
         co_return during;
@@ -221,17 +221,17 @@ TEST_CASE("virtual sleeps and real pipe I/O: data written after a sleep beats a 
     Runtime rt(config(ClockMode::paused));
     SUBCASE("a writer that sleeps 5 s, a reader with a 30 s timeout") {
         auto [rd, wr] = eddy::io::pipe();
-        const auto got = rt.block_on([](int rd, int wr) -> Task<std::pair<std::size_t, Clock::duration>> {
+        const auto got = rt.block_on([](int rfd, int wfd) -> Task<std::pair<std::size_t, Clock::duration>> {
             const auto t0 = eddy::time::now();
-            auto writer = eddy::spawn([](int wr) -> Task<void> {
+            auto writer = eddy::spawn([](int fd) -> Task<void> {
                 co_await eddy::sleep(5s);
                 const std::byte b[3]{std::byte{'a'}, std::byte{'b'}, std::byte{'c'}};
-                co_await eddy::test::write_all(wr, b);
-            }(wr));
+                co_await eddy::test::write_all(fd, b);
+            }(wfd));
             std::byte buf[8];
             const std::size_t n = co_await eddy::with_timeout(
-                [](int rd, std::span<std::byte> buf) -> Task<std::size_t> { co_return co_await eddy::io::read(rd, buf); }(
-                    rd, buf),
+                [](int fd, std::span<std::byte> buffer) -> Task<std::size_t> { co_return co_await eddy::io::read(fd, buffer); }(
+                    rfd, buf),
                 30s);
             co_await writer;
             co_return std::pair{n, eddy::time::now() - t0};
@@ -243,12 +243,12 @@ TEST_CASE("virtual sleeps and real pipe I/O: data written after a sleep beats a 
         auto [rd, wr] = eddy::io::pipe();
         const auto real0 = Clock::now();
         const auto t0 = rt.now();
-        CHECK_THROWS_AS(rt.block_on([](int rd) -> Task<std::size_t> {
+        CHECK_THROWS_AS(rt.block_on([](int rfd) -> Task<std::size_t> {
                             std::byte buf[8];
                             co_return co_await eddy::with_timeout(
-                                [](int rd, std::span<std::byte> buf) -> Task<std::size_t> {
-                                    co_return co_await eddy::io::read(rd, buf);
-                                }(rd, buf),
+                                [](int fd, std::span<std::byte> buffer) -> Task<std::size_t> {
+                                    co_return co_await eddy::io::read(fd, buffer);
+                                }(rfd, buf),
                                 30s);
                         }(rd.get())),
                         eddy::TimedOut);
@@ -270,14 +270,14 @@ TEST_CASE("many workers, timers armed on each: every one fires at its deadline, 
         std::vector<eddy::JoinHandle<void>> hs;
         for (int k = 0; k < kTimers; ++k) {
             const int i = (k * 37) % kTimers;  // scrambled
-            hs.push_back(eddy::spawn([](int i, Clock::time_point t0, std::atomic<int>& order, int& rank,
-                                        Clock::duration& at, std::mutex& m, std::set<std::size_t>& ws) -> Task<void> {
+            hs.push_back(eddy::spawn([](int index, Clock::time_point start, std::atomic<int>& next, int& place,
+                                        Clock::duration& when, std::mutex& m, std::set<std::size_t>& ws) -> Task<void> {
                 co_await eddy::yield_now();  // let thieves take some
                 {
                     std::lock_guard lock(m);
                     ws.insert(eddy::this_worker::index().value_or(99));
                 }
-                co_await sleep_in_order(std::chrono::milliseconds(100 * (i + 1)), t0, order, rank, at);
+                co_await sleep_in_order(std::chrono::milliseconds(100 * (index + 1)), start, next, place, when);
             }(i, t0, order, rank[i], at[i], workers_lock, workers)));
         }
         for (auto& h : hs) co_await h;
@@ -305,14 +305,14 @@ TEST_CASE("an Interval under a manual clock ticks exactly once per period") {
     Runtime rt(config(ClockMode::manual));
     std::atomic<int> ticks{0};
     std::atomic<bool> stop{false};
-    auto h = rt.spawn([](std::atomic<int>& ticks, std::atomic<bool>& stop) -> Task<void> {
+    auto h = rt.spawn([](std::atomic<int>& count, std::atomic<bool>& halt) -> Task<void> {
         auto every = eddy::interval(100ms);
         const auto t0 = eddy::time::now();
-        while (!stop) {
+        while (!halt) {
             const auto at = co_await every.tick();
-            CHECK(at - t0 == ticks.load() * 100ms);  // the tick's time point
+            CHECK(at - t0 == count.load() * 100ms);  // the tick's time point
             CHECK(eddy::time::now() == at);           // taken exactly then
-            ++ticks;
+            ++count;
         }
     }(ticks, stop));
     REQUIRE(eddy::test::wait_count(ticks, 1));  // the first tick is due at once
@@ -345,8 +345,8 @@ TEST_CASE("misuse: advance on a real clock, a negative duration, from the runtim
     }
     SUBCASE("Runtime::advance from one of its workers: WrongThread") {
         Runtime rt(config(ClockMode::manual));
-        CHECK_THROWS_AS(rt.block_on([](Runtime& rt) -> Task<void> {
-                            rt.advance(1s);
+        CHECK_THROWS_AS(rt.block_on([](Runtime& runtime) -> Task<void> {
+                            runtime.advance(1s);
                             co_return;
                         }(rt)),
                         eddy::WrongThread);
@@ -372,8 +372,8 @@ TEST_CASE("shutdown with virtual timers pending, and with a thread waiting in ad
         std::atomic<bool> spin{true};
         auto sleeper = rt->spawn(sleep_task(1h));
         // A task that never lets the runtime be quiet, so the advancing task never returns.
-        auto busy = rt->spawn([](std::atomic<bool>& spin) -> Task<void> {
-            while (spin) co_await eddy::yield_now();
+        auto busy = rt->spawn([](std::atomic<bool>& spinning) -> Task<void> {
+            while (spinning) co_await eddy::yield_now();
         }(spin));
         auto advancer = rt->spawn([]() -> Task<void> { co_await eddy::time::advance(2h); }());
         std::this_thread::sleep_for(50ms);
@@ -386,8 +386,8 @@ TEST_CASE("shutdown with virtual timers pending, and with a thread waiting in ad
     SUBCASE("a thread in Runtime::advance gets RuntimeStopped") {
         Runtime rt(config(ClockMode::manual));
         std::atomic<bool> spin{true};
-        auto busy = rt.spawn([](std::atomic<bool>& spin) -> Task<void> {
-            while (spin) co_await eddy::yield_now();
+        auto busy = rt.spawn([](std::atomic<bool>& spinning) -> Task<void> {
+            while (spinning) co_await eddy::yield_now();
         }(spin));
         std::atomic<int> outcome{0};
         std::thread t([&] {

@@ -2,7 +2,7 @@
 //
 // EDDY_STRESS_WORKERS=2 (or a comma-separated list, 1,4) makes every stress test that starts a
 // Runtime use those worker counts instead of its own: the tests that loop over worker counts
-// (runtime_stress, sync_stress: 1, 2, 8) loop over the list; the tests whose rounds cycle
+// (runtime_stress, runtime_shutdown_stress, sync_*_stress: 1, 2, 8) loop over the list; the tests whose rounds cycle
 // through (workers, ring size) configurations (io_stress, structured_stress) keep the ring
 // sizes and take the workers from the list, round by round. tools/eddy-stress --workers
 // sets it. Unset or empty: the tests' own counts. A bad value throws std::invalid_argument.

@@ -66,7 +66,7 @@ std::array<std::byte, kMessage> message_of(int i) {
 Task<bool> read_and_check(int fd, int i) {
     std::array<std::byte, kMessage> buf{};
     const std::size_t n = co_await eddy::test::read_exact(fd, buf);
-    co_return n == kMessage && buf == message_of(i);
+    co_return (n == kMessage && buf == message_of(i));
 }
 
 Task<bool> write_message(int fd, int i) {

@@ -65,7 +65,8 @@ public:
             }
             char* end = nullptr;
             const unsigned long long n = std::strtoull(value.c_str(), &end, 10);
-            if (value.empty() || *end != '\0' || value[0] == '-') usage(2, "--" + flag + ": not a whole number: '" + value + "'");
+            if (value.empty() || *end != '\0' || value[0] == '-')
+                usage(2, "--" + flag + ": not a whole number: '" + value + "'");
             if (flag == "workers") {
                 if (n == 0) usage(2, "--workers must be at least 1");
                 workers_ = static_cast<std::size_t>(n);
@@ -87,7 +88,8 @@ private:
     [[noreturn]] void usage(int status, const std::string& why = {}) const {
         if (!why.empty()) std::fprintf(stderr, "%s: %s\n", bench_, why.c_str());
         std::fprintf(status == 0 ? stdout : stderr, "usage: %s [--workers N]", bench_);
-        for (const auto& [k, v] : values_) std::fprintf(status == 0 ? stdout : stderr, " [--%s %llu]", k.c_str(), static_cast<unsigned long long>(v));
+        for (const auto& [k, v] : values_)
+            std::fprintf(status == 0 ? stdout : stderr, " [--%s %llu]", k.c_str(), static_cast<unsigned long long>(v));
         for (const auto& [k, words] : choices_) {
             std::string list;
             for (const std::string& w : words) list += (list.empty() ? "" : "|") + w;
@@ -124,4 +126,4 @@ struct Completion {
     eddy::Event done;
 };
 
-} // namespace bench
+}  // namespace bench

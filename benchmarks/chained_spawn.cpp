@@ -31,7 +31,7 @@ eddy::Task<double> driver(std::uint64_t chains, std::uint64_t depth, std::uint64
     co_return bench::seconds_since(start);
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
     bench::Args args(argc, argv, "chained_spawn", {{"chains", 1000}, {"depth", 1000}});

@@ -45,9 +45,15 @@ eddy::Task<std::uint64_t> side(int rd, int wr, bool first, std::uint64_t iters, 
         if (first) co_await eddy::io::write(wr, std::span(&one, 1));
         std::array<std::byte, 1> b{};
         switch (mode) {
-        case Mode::kTimeout: got += co_await eddy::with_timeout(eddy::io::read(rd, b), 10s); break;
-        case Mode::kTaskTimeout: got += co_await eddy::with_timeout(read_one(rd), 10s); break;
-        default: got += co_await eddy::io::read(rd, b); break;
+        case Mode::kTimeout:
+            got += co_await eddy::with_timeout(eddy::io::read(rd, b), 10s);
+            break;
+        case Mode::kTaskTimeout:
+            got += co_await eddy::with_timeout(read_one(rd), 10s);
+            break;
+        default:
+            got += co_await eddy::io::read(rd, b);
+            break;
         }
         if (!first) co_await eddy::io::write(wr, std::span(&one, 1));
     }
@@ -61,7 +67,8 @@ eddy::Task<void> pair_task(std::uint64_t iters, Mode mode, std::atomic<std::uint
     auto b = side(ping.read_end.get(), pong.write_end.get(), false, iters, mode);
     std::uint64_t x = 0, y = 0;
     if (mode == Mode::kDeadline) {
-        auto [p, q] = co_await eddy::when_all(eddy::with_deadline(60s, std::move(a)), eddy::with_deadline(60s, std::move(b)));
+        auto [p, q] =
+            co_await eddy::when_all(eddy::with_deadline(60s, std::move(a)), eddy::with_deadline(60s, std::move(b)));
         x = p;
         y = q;
     } else {
@@ -81,7 +88,7 @@ eddy::Task<double> driver(std::uint64_t pairs, std::uint64_t iters, Mode mode, s
     co_return bench::seconds_since(start);
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
     bench::Args args(argc, argv, "deadline_ops", {{"pairs", 8}, {"iters", 20000}},
@@ -102,6 +109,6 @@ int main(int argc, char** argv) {
     if (reads.load() != expected)
         bench::fail("deadline_ops", "reads=" + std::to_string(reads.load()) + " expected=" + std::to_string(expected));
     bench::report("deadline_ops", rt.workers(), expected, secs);
-    std::printf("mode=%s cpu_ns_per_op=%.0f wall_ns_per_op=%.0f\n", m.c_str(), cpu * 1e9 / static_cast<double>(expected),
-                secs * 1e9 / static_cast<double>(expected));
+    std::printf("mode=%s cpu_ns_per_op=%.0f wall_ns_per_op=%.0f\n", m.c_str(),
+                cpu * 1e9 / static_cast<double>(expected), secs * 1e9 / static_cast<double>(expected));
 }

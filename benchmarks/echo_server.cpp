@@ -60,7 +60,7 @@ eddy::Task<void> listen(std::uint16_t port, std::size_t workers, bool buffered) 
     }
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
     bench::Args args(argc, argv, "echo_server", {{"port", 7878}, {"buffered", 0}});

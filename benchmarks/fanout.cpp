@@ -25,7 +25,7 @@ eddy::Task<double> driver(std::uint64_t rounds, std::uint64_t children, std::uin
     co_return bench::seconds_since(start);
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
     bench::Args args(argc, argv, "fanout", {{"rounds", 1000}, {"children", 1000}});

@@ -43,7 +43,8 @@ std::uint64_t fold_chunk(std::uint64_t acc, const std::byte* p, std::size_t n) {
     return (std::rotl(acc, 5) ^ sum) * 0x9E3779B97F4A7C15ull;
 }
 
-std::vector<std::uint64_t> create_file(const std::string& path, std::size_t size, std::size_t range, std::size_t chunk) {
+std::vector<std::uint64_t> create_file(const std::string& path, std::size_t size, std::size_t range,
+                                       std::size_t chunk) {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) bench::fail("file_read", "create " + path + ": " + std::strerror(errno));
     std::uint64_t state = 0x123456789ABCDEF0ull;
@@ -58,7 +59,8 @@ std::vector<std::uint64_t> create_file(const std::string& path, std::size_t size
         for (std::size_t i = 0; i < len; ++i)
             if (buf[i] == std::byte{0}) buf[i] = std::byte{0xA5};  // bytes are never zero
         std::uint64_t acc = 0;
-        for (std::size_t off = 0; off < len; off += chunk) acc = fold_chunk(acc, buf.data() + off, std::min(chunk, len - off));
+        for (std::size_t off = 0; off < len; off += chunk)
+            acc = fold_chunk(acc, buf.data() + off, std::min(chunk, len - off));
         expected.push_back(acc);
         for (std::size_t off = 0; off < len;) {
             const ssize_t n = ::write(fd, buf.data() + off, len - off);
@@ -111,7 +113,7 @@ eddy::Task<std::pair<double, std::vector<RangeResult>>> driver(std::string path,
     co_return std::pair{bench::seconds_since(start), std::move(results)};
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
     bench::Args args(argc, argv, "file_read", {{"file-mib", 256}, {"tasks", 8}, {"chunk-kib", 64}});
@@ -122,7 +124,8 @@ int main(int argc, char** argv) {
         bench::fail("file_read", "bad sizes: the file must split evenly into --tasks ranges");
     const std::size_t range = size / tasks;
     const std::string path =
-        (std::filesystem::temp_directory_path() / ("eddy-bench-file_read-" + std::to_string(::getpid()) + ".bin")).string();
+        (std::filesystem::temp_directory_path() / ("eddy-bench-file_read-" + std::to_string(::getpid()) + ".bin"))
+            .string();
     const auto expected = create_file(path, size, range, chunk);
 
     eddy::Runtime rt(args.config());

@@ -79,7 +79,7 @@ std::pair<std::uint64_t, std::uint64_t> fib_and_calls(unsigned n) {
     return {f1, c1};
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
     bench::Args args(argc, argv, "fork_join", {{"n", 30}, {"depth", 6}, {"arity", 10}},

@@ -66,7 +66,7 @@ eddy::Task<double> driver(std::uint64_t pairs, std::uint64_t rounds, Counts* cou
     co_return bench::seconds_since(start);
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
     bench::Args args(argc, argv, "ping_pong", {{"pairs", 1000}, {"rounds", 1000}});

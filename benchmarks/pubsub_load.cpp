@@ -142,7 +142,8 @@ Options parse_options(int argc, char** argv) {
             char* end = nullptr;
             const std::string text(value);
             const double d = std::strtod(text.c_str(), &end);
-            if (end == text.c_str() || *end != '\0' || !(d > 0 && d < 1e6)) usage("--secs, --timeout-s: seconds, above 0");
+            if (end == text.c_str() || *end != '\0' || !(d > 0 && d < 1e6))
+                usage("--secs, --timeout-s: seconds, above 0");
             (flag == "--secs" ? o.secs : o.timeout_s) = d;
         } else {
             usage("unknown argument");
@@ -164,10 +165,10 @@ struct Client {
     bool want_out = false;  // EPOLLOUT is on: `out` waits for room in the socket
     std::uint64_t sent = 0;
     std::uint64_t acked = 0;
-    std::vector<std::uint64_t> next;           // per member of the room: its next seq expected
-    std::vector<Clock::time_point> sent_at;    // ring of `window`: when each line in flight left
-    std::string in;                            // a partial line
-    std::string out;                           // bytes the socket did not take yet
+    std::vector<std::uint64_t> next;         // per member of the room: its next seq expected
+    std::vector<Clock::time_point> sent_at;  // ring of `window`: when each line in flight left
+    std::string in;                          // a partial line
+    std::string out;                         // bytes the socket did not take yet
 };
 
 class Load {
@@ -339,10 +340,11 @@ private:
         const char* p = line.data();
         const char* end = p + line.size();
         auto r1 = std::from_chars(p, end, id);
-        auto r2 = r1.ec == std::errc{} && r1.ptr < end && *r1.ptr == ' ' ? std::from_chars(r1.ptr + 1, end, seq)
-                                                                         : std::from_chars_result{p, std::errc::invalid_argument};
-        if (r2.ec != std::errc{} || r2.ptr >= end || *r2.ptr != ' ' || line.size() + 1 != o_.size ||
-            end - r2.ptr < 2 || r2.ptr[1] != padding(id, seq) || end[-1] != padding(id, seq)) {
+        auto r2 = r1.ec == std::errc{} && r1.ptr < end && *r1.ptr == ' '
+                      ? std::from_chars(r1.ptr + 1, end, seq)
+                      : std::from_chars_result{p, std::errc::invalid_argument};
+        if (r2.ec != std::errc{} || r2.ptr >= end || *r2.ptr != ' ' || line.size() + 1 != o_.size || end - r2.ptr < 2 ||
+            r2.ptr[1] != padding(id, seq) || end[-1] != padding(id, seq)) {
             error(c, "malformed line", line);
             return;
         }
@@ -356,7 +358,8 @@ private:
         next = seq + 1;
         if (id == c.id) {
             const auto rtt = now - c.sent_at[c.acked % o_.window];
-            ack_ns_.push_back(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(rtt).count()));
+            ack_ns_.push_back(
+                static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(rtt).count()));
             ++c.acked;
         }
     }
@@ -419,7 +422,9 @@ private:
             std::uint64_t received = 0;
             for (const std::uint64_t n : c.next) received += n;
             const double at = started_ ? std::chrono::duration<double>(Clock::now() - start_).count() : 0;
-            std::fprintf(stderr, "pubsub_load: client %u dropped by the server %.3f s after the start (sent %llu, %llu seen back, %llu received)\n",
+            std::fprintf(stderr,
+                         "pubsub_load: client %u dropped by the server %.3f s after the start (sent %llu, %llu seen "
+                         "back, %llu received)\n",
                          c.id, at, static_cast<unsigned long long>(c.sent), static_cast<unsigned long long>(c.acked),
                          static_cast<unsigned long long>(received));
         }
@@ -461,14 +466,15 @@ private:
             return static_cast<double>(ack_ns_[k]) / 1e3;
         };
         const double p50 = percentile_us(0.50), p99 = percentile_us(0.99);
-        std::printf("bench=fanout_pubsub runtime=%s workers=%lu ops=%llu secs=%.4f rate=%llu room_size=%lu clients=%lu "
-                    "window=%lu size=%lu lines_sent=%llu sent_min=%llu sent_max=%llu p50_us=%.1f p99_us=%.1f "
-                    "dropped=%zu errors=%llu offered=%.0f\n",
-                    o_.runtime.c_str(), o_.workers, static_cast<unsigned long long>(delivered_), secs,
-                    static_cast<unsigned long long>(secs > 0 ? static_cast<double>(delivered_) / secs : 0),
-                    o_.room_size, o_.clients, o_.window, o_.size, static_cast<unsigned long long>(sent),
-                    static_cast<unsigned long long>(sent_min), static_cast<unsigned long long>(sent_max), p50, p99,
-                    dropped_, static_cast<unsigned long long>(errors_), o_.rate);
+        std::printf(
+            "bench=fanout_pubsub runtime=%s workers=%lu ops=%llu secs=%.4f rate=%llu room_size=%lu clients=%lu "
+            "window=%lu size=%lu lines_sent=%llu sent_min=%llu sent_max=%llu p50_us=%.1f p99_us=%.1f "
+            "dropped=%zu errors=%llu offered=%.0f\n",
+            o_.runtime.c_str(), o_.workers, static_cast<unsigned long long>(delivered_), secs,
+            static_cast<unsigned long long>(secs > 0 ? static_cast<double>(delivered_) / secs : 0), o_.room_size,
+            o_.clients, o_.window, o_.size, static_cast<unsigned long long>(sent),
+            static_cast<unsigned long long>(sent_min), static_cast<unsigned long long>(sent_max), p50, p99, dropped_,
+            static_cast<unsigned long long>(errors_), o_.rate);
         std::fflush(stdout);
     }
 
@@ -486,7 +492,7 @@ private:
     char buf_[64 * 1024];
 };
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
     const Options o = parse_options(argc, argv);

@@ -16,7 +16,7 @@ eddy::Task<double> driver(std::uint64_t tasks, bench::Completion* c) {
     co_return bench::seconds_since(start);
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
     bench::Args args(argc, argv, "spawn_many", {{"tasks", 1'000'000}});

@@ -18,7 +18,7 @@ eddy::Task<void> bump(RemoteDone* d) {
     co_return;
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
     bench::Args args(argc, argv, "spawn_remote", {{"tasks", 1'000'000}});

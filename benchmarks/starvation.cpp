@@ -106,7 +106,8 @@ void socket_reads() {
 void mutex_locks() {
     eddy::Runtime rt(eddy::RuntimeConfig{.workers = 1});
     eddy::Mutex m;
-    print("Mutex lock/unlock (uncontended)", rt.block_on(starve([&]() -> Task<void> { eddy::MutexGuard g = co_await m.lock(); })));
+    print("Mutex lock/unlock (uncontended)",
+          rt.block_on(starve([&]() -> Task<void> { eddy::MutexGuard g = co_await m.lock(); })));
 }
 
 void channel_receives() {
@@ -116,19 +117,18 @@ void channel_receives() {
     std::thread producer([&] {
         for (long v = 0; !done.load();) {
             long item = v;
-            if (ch.try_send(std::move(item)))
-                ++v;
-            else
-                std::this_thread::yield();
+            if (ch.try_send(std::move(item))) ++v;
+            else std::this_thread::yield();
         }
     });
     while (ch.size() < (1 << 15)) std::this_thread::yield();
-    print("Channel::receive (fed by a thread)", rt.block_on(starve([&]() -> Task<void> { (void)co_await ch.receive(); })));
+    print("Channel::receive (fed by a thread)",
+          rt.block_on(starve([&]() -> Task<void> { (void)co_await ch.receive(); })));
     done.store(true);
     producer.join();
 }
 
-} // namespace
+}  // namespace
 
 int main() {
     file_reads();

@@ -53,7 +53,7 @@ eddy::Task<Reading> driver(std::uint64_t tasks, eddy::Event* go, bench::Completi
     co_return r;
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
     bench::Args args(argc, argv, "task_memory", {{"tasks", 1'000'000}});

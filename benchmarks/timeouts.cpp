@@ -33,7 +33,7 @@ eddy::Task<double> driver(std::uint64_t tasks, std::uint64_t iters, std::atomic<
     co_return bench::seconds_since(start);
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
     bench::Args args(argc, argv, "timeouts", {{"tasks", 1000}, {"iters", 1000}});
@@ -43,8 +43,7 @@ int main(int argc, char** argv) {
     std::atomic<std::uint64_t> completed{0}, timed_out{0};
     const double secs = tasks == 0 ? 0.0 : rt.block_on(driver(tasks, iters, &completed, &timed_out, &done));
     if (timed_out.load() != 0 || completed.load() != tasks * iters)
-        bench::fail("timeouts", "completed=" + std::to_string(completed.load()) +
-                                    " timed_out=" + std::to_string(timed_out.load()) +
-                                    " expected=" + std::to_string(tasks * iters));
+        bench::fail("timeouts", "completed=" + std::to_string(completed.load()) + " timed_out=" +
+                                    std::to_string(timed_out.load()) + " expected=" + std::to_string(tasks * iters));
     bench::report("timeouts", rt.workers(), tasks * iters, secs);
 }

@@ -21,7 +21,7 @@ eddy::Task<double> driver(std::uint64_t n, bench::Completion* c, std::atomic<std
     co_return bench::seconds_since(start);
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
     bench::Args args(argc, argv, "timers", {{"timers", 100'000}});

@@ -21,7 +21,7 @@ eddy::Task<double> driver(std::uint64_t tasks, std::uint64_t yields, std::atomic
     co_return bench::seconds_since(start);
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
     bench::Args args(argc, argv, "yield_many", {{"tasks", 1000}, {"yields", 1000}});

@@ -60,7 +60,7 @@ eddy::Task<void> main_task() {
     co_await std::move(server);  // rethrows if the server task failed
 }
 
-} // namespace
+}  // namespace
 
 int main() {
     // One worker per available CPU; from_env() lets the EDDY_* variables override that

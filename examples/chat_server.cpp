@@ -69,9 +69,9 @@
 
 namespace {
 
-constexpr std::size_t kMaxLine = 4096;          // a line, its "\n" included
-constexpr std::size_t kRoomCapacity = 4096;     // lines in a room's broadcast ring
-constexpr std::size_t kOutboxCapacity = 1024;   // lines queued for one client
+constexpr std::size_t kMaxLine = 4096;         // a line, its "\n" included
+constexpr std::size_t kRoomCapacity = 4096;    // lines in a room's broadcast ring
+constexpr std::size_t kOutboxCapacity = 1024;  // lines queued for one client
 constexpr std::size_t kMaxRoomName = 64;
 
 /// A line as it goes out, "\n" included; shared by every outbox it is queued in.
@@ -141,8 +141,8 @@ std::optional<std::string> parse_join(std::string_view line) {
     const std::string_view room = line.substr(kJoin.size());
     if (room.empty() || room.size() > kMaxRoomName) return std::nullopt;
     for (const char c : room) {
-        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                        c == '-';
+        const bool ok =
+            (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
         if (!ok) return std::nullopt;
     }
     return std::string(room);
@@ -151,8 +151,7 @@ std::optional<std::string> parse_join(std::string_view line) {
 /// Sends the client's lines into its room until its input ends or breaks the protocol (then
 /// `too_long` is set); either way it closes the outbox, so the writer ends after what is
 /// queued, and the pump stops queuing (ChannelClosed).
-eddy::Task<void> read_lines(eddy::io::BufReader<eddy::net::TcpStream>& in, Room& room, Outbox& outbox,
-                            bool& too_long) {
+eddy::Task<void> read_lines(eddy::io::BufReader<eddy::net::TcpStream>& in, Room& room, Outbox& outbox, bool& too_long) {
     std::string line;
     try {
         while (co_await in.read_line(line)) {
@@ -280,7 +279,7 @@ void print_stats(eddy::Runtime& rt) {
     std::fflush(stdout);
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
     examples::ServerHooks hooks;

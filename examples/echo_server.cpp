@@ -36,6 +36,8 @@ eddy::Task<void> echo(eddy::net::TcpStream s) {
     }
 }
 
-} // namespace
+}  // namespace
 
-int main(int argc, char** argv) { return examples::run_tcp_server("echo_server", "a TCP echo server", argc, argv, echo); }
+int main(int argc, char** argv) {
+    return examples::run_tcp_server("echo_server", "a TCP echo server", argc, argv, echo);
+}

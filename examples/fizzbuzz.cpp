@@ -66,12 +66,11 @@ eddy::Task<void> print_lines(eddy::io::FileDescriptor fizz, eddy::io::FileDescri
 eddy::Task<void> main_task() {
     auto [fizz_in, fizz_out] = eddy::io::pipe();
     auto [buzz_in, buzz_out] = eddy::io::pipe();
-    co_await eddy::when_all(announce(std::move(fizz_out), 3, "Fizz"),
-                            announce(std::move(buzz_out), 5, "Buzz"),
+    co_await eddy::when_all(announce(std::move(fizz_out), 3, "Fizz"), announce(std::move(buzz_out), 5, "Buzz"),
                             print_lines(std::move(fizz_in), std::move(buzz_in)));
 }
 
-} // namespace
+}  // namespace
 
 int main() {
     // One worker per available CPU; from_env() lets the EDDY_* variables override that

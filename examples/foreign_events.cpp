@@ -105,7 +105,7 @@ eddy::Task<void> service(Driver& d, eddy::oneshot::Receiver<int> rx) {
     std::printf("from a plain thread: %d\n", value);
 }
 
-} // namespace
+}  // namespace
 
 int main() {
     eddy::Runtime rt(eddy::RuntimeConfig::from_env({.workers = 2}));

@@ -48,7 +48,7 @@ constexpr std::string_view kHello = "Hello, world!";
 struct Request {
     std::string method, target;
     bool http10 = false;
-    bool close = false;  // the client asked for (or HTTP/1.0 implies) a closing connection
+    bool close = false;                         // the client asked for (or HTTP/1.0 implies) a closing connection
     std::optional<std::size_t> content_length;  // nullopt: no Content-Length header
 };
 
@@ -150,12 +150,9 @@ void format_answer(std::string& text, std::string_view status, std::string_view 
 /// The answer to a well-formed request.
 void answer_request(std::string& text, const Request& r) {
     const bool head = r.method == "HEAD";
-    if (r.method != "GET" && !head)
-        format_answer(text, "405 Method Not Allowed", "Method Not Allowed", false, r.close);
-    else if (r.target != "/")
-        format_answer(text, "404 Not Found", "Not Found", head, r.close);
-    else
-        format_answer(text, "200 OK", kHello, head, r.close);
+    if (r.method != "GET" && !head) format_answer(text, "405 Method Not Allowed", "Method Not Allowed", false, r.close);
+    else if (r.target != "/") format_answer(text, "404 Not Found", "Not Found", head, r.close);
+    else format_answer(text, "200 OK", kHello, head, r.close);
 }
 
 eddy::Task<void> serve_http(eddy::net::TcpStream s) {
@@ -185,7 +182,7 @@ eddy::Task<void> serve_http(eddy::net::TcpStream s) {
     co_await out.flush();  // the socket closes as this frame goes: the peer sees end of stream
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
     return examples::run_tcp_server("http_hello", "an HTTP/1.1 keep-alive server", argc, argv, serve_http);

@@ -211,7 +211,7 @@ eddy::Task<void> serve_kv(eddy::net::TcpStream s) {
             co_await out.write_all(answer);
             break;
         }
-        if (!more) break;          // the client closed between requests
+        if (!more) break;            // the client closed between requests
         if (args.empty()) continue;  // an empty inline line: nothing to answer
         answer.clear();
         execute(args, answer);
@@ -222,7 +222,7 @@ eddy::Task<void> serve_kv(eddy::net::TcpStream s) {
     co_await out.flush();
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
     return examples::run_tcp_server("kv_server", "a Redis-protocol key-value server", argc, argv, serve_kv);

@@ -84,10 +84,10 @@ Settings settings_from_env() {
 struct Service {
     eddy::Runtime& rt;
     std::chrono::milliseconds idle_timeout;
-    std::atomic<int> signal{0};               // the signal that stopped us
-    std::uint64_t accepted = 0;               // connections so far (the accept loop's only)
-    std::atomic<std::size_t> open{0};         // connections open now
-    std::atomic<std::size_t> closed{0};       // connections the shutdown closed
+    std::atomic<int> signal{0};          // the signal that stopped us
+    std::uint64_t accepted = 0;          // connections so far (the accept loop's only)
+    std::atomic<std::size_t> open{0};    // connections open now
+    std::atomic<std::size_t> closed{0};  // connections the shutdown closed
 };
 
 void print_metrics(const Service& service, const char* title) {
@@ -105,8 +105,9 @@ std::string answer(std::string_view line, const Service& service) {
         const auto us = [](std::chrono::nanoseconds d) { return static_cast<long long>(d.count() / 1000); };
         char out[320];
         std::snprintf(out, sizeof out,
-                      "workers=%zu tasks_spawned=%" PRIu64 " tasks_alive=%" PRIu64 " polled=%" PRIu64
-                      " steals=%" PRIu64 " io_operations=%" PRIu64 " sched_delay_p50_us=%lld sched_delay_p99_us=%lld"
+                      "workers=%zu tasks_spawned=%" PRIu64 " tasks_alive=%" PRIu64 " polled=%" PRIu64 " steals=%" PRIu64
+                      " io_operations=%" PRIu64
+                      " sched_delay_p50_us=%lld sched_delay_p99_us=%lld"
                       " sched_delay_max_us=%lld connections=%zu\n",
                       m.workers.size(), m.tasks_spawned, m.tasks_alive, m.total(&eddy::WorkerMetrics::tasks_polled),
                       m.total(&eddy::WorkerMetrics::steals), m.reactor.operations, us(delay.percentile(0.5)),
@@ -213,7 +214,7 @@ eddy::Task<void> run(eddy::net::TcpListener listener, eddy::io::SignalSet& signa
     // Every connection has finished here, its socket closed; the listener closes on return.
 }
 
-} // namespace
+}  // namespace
 
 int main() {
     Settings settings;
@@ -257,7 +258,10 @@ int main() {
         const int sig = service.signal.load();
         const std::size_t closed = service.closed.load();
         std::printf("service: %s, shut down; %zu connection%s closed\n",
-                    sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "stopped", closed, closed == 1 ? "" : "s");
+                    sig == SIGINT    ? "SIGINT"
+                    : sig == SIGTERM ? "SIGTERM"
+                                     : "stopped",
+                    closed, closed == 1 ? "" : "s");
         print_metrics(service, "final metrics");
         return 0;
     } catch (const std::exception& e) {

@@ -31,7 +31,7 @@ eddy::Task<void> main_task() {
                     static_cast<unsigned long long>(r.value));
 }
 
-} // namespace
+}  // namespace
 
 int main() {
     // One worker per available CPU; from_env() lets the EDDY_* variables override that

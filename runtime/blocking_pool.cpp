@@ -27,7 +27,7 @@ struct BlockingPool::State {
     std::deque<BlockingJob*> queue;    // each holds the pool's reference
     std::size_t alive = 0, idle = 0, running = 0;
     std::uint64_t calls = 0, left_running = 0;
-    bool closed = false;  // from then on, a call that ends resumes nothing
+    bool closed = false;         // from then on, a call that ends resumes nothing
     Runtime* runtime = nullptr;  // the owner, for Runtime::current(); not read once closed
 };
 
@@ -120,7 +120,8 @@ std::size_t BlockingPool::close() noexcept {
 BlockingFigures BlockingPool::figures() const {
     const State& s = *state_;
     std::lock_guard lock(s.lock);
-    return {.threads = s.alive, .idle = s.idle, .queued = s.queue.size(), .calls = s.calls, .left_running = s.left_running};
+    return {
+        .threads = s.alive, .idle = s.idle, .queued = s.queue.size(), .calls = s.calls, .left_running = s.left_running};
 }
 
 void BlockingPool::set_runtime(Runtime* owner) noexcept {
@@ -142,4 +143,4 @@ std::size_t BlockingPool::busy() const {
     return s.queue.size() + s.running;
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -87,4 +87,4 @@ private:
     std::shared_ptr<State> state_;
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

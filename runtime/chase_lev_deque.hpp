@@ -117,13 +117,12 @@ public:
     /// Owner or thief: takes the oldest item (the top), like a single steal. The owner uses
     /// it for fairness: now and then the oldest local task runs instead of the newest.
     bool pop_top(T& out) noexcept {
-        std::int64_t t = top_.load(std::memory_order_seq_cst);       // as in steal_into()
+        std::int64_t t = top_.load(std::memory_order_seq_cst);  // as in steal_into()
         const std::int64_t b = bottom_.load(std::memory_order_seq_cst);
         if (t >= b) return false;
         T x = load_slot(t);
         // Seq_cst: pairs with pop()'s and the thieves' CAS on top.
-        if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed))
-            return false;
+        if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed)) return false;
         out = x;
         return true;
     }
@@ -132,14 +131,14 @@ public:
     /// Safe because only thieves move top and they CAS it too, while the owner is not popping.
     /// Returns how many were taken (0 when a thief raced us; the caller retries its push).
     std::size_t pop_top_batch(T* out, std::size_t n) noexcept {
-        std::int64_t t = top_.load(std::memory_order_acquire);  // pairs with thieves' CAS
+        std::int64_t t = top_.load(std::memory_order_acquire);           // pairs with thieves' CAS
         const std::int64_t b = bottom_.load(std::memory_order_relaxed);  // owner's own
         const auto avail = static_cast<std::size_t>(b - t);
         if (n > avail) n = avail;
         for (std::size_t i = 0; i < n; ++i) out[i] = load_slot(t + static_cast<std::int64_t>(i));
         // Seq_cst: orders against thieves' CAS on top; on failure nothing was taken.
-        if (n == 0 || !top_.compare_exchange_strong(t, t + static_cast<std::int64_t>(n),
-                                                    std::memory_order_seq_cst, std::memory_order_relaxed))
+        if (n == 0 || !top_.compare_exchange_strong(t, t + static_cast<std::int64_t>(n), std::memory_order_seq_cst,
+                                                    std::memory_order_relaxed))
             return 0;
         return n;
     }
@@ -213,4 +212,4 @@ private:
     const std::unique_ptr<std::atomic<std::uint64_t>[]> slots_;
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

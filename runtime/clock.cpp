@@ -27,7 +27,7 @@ void RuntimeClock::request(std::int64_t d_ns, std::coroutine_handle<> task, Thre
     {
         std::lock_guard lock(lock_);
         if (closed_) throw RuntimeStopped("eddy::time::advance: the runtime is shut down");
-        const std::int64_t now = now_.load(std::memory_order_relaxed);  // only the driver writes it
+        const std::int64_t now = now_.load(std::memory_order_relaxed);                // only the driver writes it
         const std::int64_t target = d_ns > kNone - 1 - now ? kNone - 1 : now + d_ns;  // saturated
         requests_.push_back({target, task, thread});
     }
@@ -71,4 +71,4 @@ void RuntimeClock::close() noexcept {
     }
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -98,4 +98,4 @@ private:
     bool closed_ = false;            // guarded by lock_
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -26,4 +26,4 @@ bool coop_exhausted(std::coroutine_handle<> h, bool unconstrained) noexcept {
     return true;
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -65,4 +65,4 @@ Driver* this_thread_driver() noexcept {
     return s != nullptr ? s->driver() : nullptr;
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

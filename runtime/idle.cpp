@@ -7,8 +7,7 @@
 namespace eddy::detail {
 
 Idle::Idle(std::size_t num_workers)
-    : num_workers_(num_workers),
-      state_(static_cast<std::uint32_t>(num_workers) << kUnparkedShift) {
+    : num_workers_(num_workers), state_(static_cast<std::uint32_t>(num_workers) << kUnparkedShift) {
     if (num_workers == 0 || num_workers > kSearchMask)
         throw std::invalid_argument("eddy: worker count must be from 1 to 65535");
     sleepers_.reserve(num_workers);
@@ -70,11 +69,7 @@ void Idle::unpark_for_shutdown(std::size_t worker) {
     state_.fetch_add(kUnparkedOne, std::memory_order_seq_cst);
 }
 
-std::size_t Idle::num_searching() const noexcept {
-    return state_.load(std::memory_order_seq_cst) & kSearchMask;
-}
-std::size_t Idle::num_unparked() const noexcept {
-    return state_.load(std::memory_order_seq_cst) >> kUnparkedShift;
-}
+std::size_t Idle::num_searching() const noexcept { return state_.load(std::memory_order_seq_cst) & kSearchMask; }
+std::size_t Idle::num_unparked() const noexcept { return state_.load(std::memory_order_seq_cst) >> kUnparkedShift; }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -88,4 +88,4 @@ private:
     std::vector<std::size_t> sleepers_;  // guarded by sleepers_lock_
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

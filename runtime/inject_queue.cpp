@@ -22,7 +22,7 @@ namespace {
     std::fprintf(stderr, "eddy: out of memory queuing a task on the global queue\n");
     std::abort();
 }
-} // namespace
+}  // namespace
 
 template <class T>
 void InjectQueueOf<T>::push(T item) {
@@ -80,4 +80,4 @@ std::size_t InjectQueueOf<T>::size_approx() const {
 template class InjectQueueOf<QueueItem>;
 template class InjectQueueOf<void*>;
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

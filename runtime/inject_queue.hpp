@@ -153,4 +153,4 @@ extern template class InjectQueueOf<void*>;
 void push_bulk_woken(InjectQueue& q, InjectQueue::ProducerToken& token, void* const* tasks, std::size_t n,
                      std::uint64_t stamp);
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

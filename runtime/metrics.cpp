@@ -17,10 +17,9 @@ std::string RuntimeMetrics::to_string() const {
     out += line;
     const DurationHistogram delay = scheduling_delay();
     const auto us = [](std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e3; };
-    std::snprintf(line, sizeof line,
-                  "scheduling_delay: count=%" PRIu64 " p50_us=%.1f p99_us=%.1f max_us=%.1f mean_us=%.1f\n",
-                  delay.count(), us(delay.percentile(0.5)), us(delay.percentile(0.99)), us(delay.max()),
-                  us(delay.mean()));
+    std::snprintf(
+        line, sizeof line, "scheduling_delay: count=%" PRIu64 " p50_us=%.1f p99_us=%.1f max_us=%.1f mean_us=%.1f\n",
+        delay.count(), us(delay.percentile(0.5)), us(delay.percentile(0.99)), us(delay.max()), us(delay.mean()));
     out += line;
     for (std::size_t i = 0; i < workers.size(); ++i) {
         const WorkerMetrics& w = workers[i];
@@ -29,15 +28,15 @@ std::string RuntimeMetrics::to_string() const {
                       " steals=%" PRIu64 " stolen=%" PRIu64 " global_takes=%" PRIu64 " parks=%" PRIu64
                       " unparks=%" PRIu64 " overflows=%" PRIu64 " overflowed=%" PRIu64 " budget_yields=%" PRIu64
                       " slow_polls=%" PRIu64 " queue_depth=%zu delay_p99_us=%.1f delay_max_us=%.1f\n",
-                      i, w.tasks_polled, w.tasks_spawned, w.tasks_completed, w.steal_attempts, w.steals,
-                      w.tasks_stolen, w.global_queue_takes, w.parks, w.unparks, w.overflows, w.tasks_overflowed,
-                      w.budget_yields, w.slow_polls, w.local_queue_depth, us(w.scheduling_delay.percentile(0.99)),
+                      i, w.tasks_polled, w.tasks_spawned, w.tasks_completed, w.steal_attempts, w.steals, w.tasks_stolen,
+                      w.global_queue_takes, w.parks, w.unparks, w.overflows, w.tasks_overflowed, w.budget_yields,
+                      w.slow_polls, w.local_queue_depth, us(w.scheduling_delay.percentile(0.99)),
                       us(w.scheduling_delay.max()));
         out += line;
     }
     std::snprintf(line, sizeof line,
-                  "reactor: operations=%" PRIu64 " submissions=%" PRIu64 " completions=%" PRIu64 " timers_fired=%" PRIu64
-                  " wakeups=%" PRIu64 " in_flight=%zu timers_armed=%zu sockets_polled=%zu\n",
+                  "reactor: operations=%" PRIu64 " submissions=%" PRIu64 " completions=%" PRIu64
+                  " timers_fired=%" PRIu64 " wakeups=%" PRIu64 " in_flight=%zu timers_armed=%zu sockets_polled=%zu\n",
                   reactor.operations, reactor.submissions, reactor.completions, reactor.timers_fired, reactor.wakeups,
                   reactor.in_flight, reactor.timers_armed, reactor.sockets_polled);
     out += line;
@@ -48,4 +47,4 @@ std::string RuntimeMetrics::to_string() const {
     return out;
 }
 
-} // namespace eddy
+}  // namespace eddy

@@ -59,4 +59,4 @@ private:
     static_assert(sizeof(std::atomic<std::uint32_t>) == 4, "the futex word is 32 bits");
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -48,4 +48,4 @@ inline std::uint64_t sched_ticks() noexcept {
 #endif
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

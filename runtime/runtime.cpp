@@ -46,7 +46,7 @@ std::optional<std::size_t> this_worker::index() noexcept {
     return w->index();
 }
 
-} // namespace eddy
+}  // namespace eddy
 
 namespace eddy::detail {
 
@@ -116,7 +116,7 @@ void wait_join_done(FrameHeader* h) noexcept {
     // Scheduler::cancel); its reads of the header happen before we go on.
     while ((h->state.load(std::memory_order_acquire) & FrameHeader::kJoinDone) == 0) std::this_thread::yield();
 }
-} // namespace
+}  // namespace
 
 void join_settle(FrameHeader* h) noexcept { wait_join_done(h); }
 
@@ -155,8 +155,6 @@ void join_release(FrameHeader* h, PromiseBase* p, bool consumed) noexcept {
     h->handle().destroy();  // the frame's reference is the last: frees h
 }
 
-void throw_cancelled() {
-    throw RuntimeStopped("eddy: the task was destroyed by runtime shutdown before it finished");
-}
+void throw_cancelled() { throw RuntimeStopped("eddy: the task was destroyed by runtime shutdown before it finished"); }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -42,7 +42,7 @@ Reading read_both() {
 }
 #endif
 
-} // namespace
+}  // namespace
 
 void calibrate_sched_ticks() {
 #if defined(__x86_64__)
@@ -54,8 +54,8 @@ void calibrate_sched_ticks() {
         }
         const Reading b = read_both();
         if (b.ticks <= a.ticks || b.ns <= a.ns) return;  // keep 1 tick = 1 ns rather than nonsense
-        const auto q32 = static_cast<std::uint64_t>(
-            (static_cast<unsigned __int128>(b.ns - a.ns) << 32) / (b.ticks - a.ticks));
+        const auto q32 =
+            static_cast<std::uint64_t>((static_cast<unsigned __int128>(b.ns - a.ns) << 32) / (b.ticks - a.ticks));
         g_ns_per_tick_q32.store(std::max<std::uint64_t>(q32, 1), std::memory_order_relaxed);
     });
 #endif
@@ -68,10 +68,11 @@ std::uint64_t sched_ticks_to_ns(std::uint64_t ticks) noexcept {
 
 DurationHistogram SchedDelayRecorder::snapshot() const noexcept {
     DurationHistogram h;
-    for (std::size_t i = 0; i < DurationHistogram::kBuckets; ++i) h.set_raw(i, buckets_[i].load(std::memory_order_relaxed));
+    for (std::size_t i = 0; i < DurationHistogram::kBuckets; ++i)
+        h.set_raw(i, buckets_[i].load(std::memory_order_relaxed));
     h.set_totals(count_.load(std::memory_order_relaxed), sum_ns_.load(std::memory_order_relaxed),
                  max_ns_.load(std::memory_order_relaxed));
     return h;
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -57,4 +57,4 @@ private:
     std::atomic<std::uint64_t> max_ns_{0};
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -41,7 +41,8 @@ void default_report(const std::exception_ptr& e) noexcept {
 void report_with(UnhandledExceptionPolicy policy, const std::function<void(std::exception_ptr)>& hook,
                  const std::exception_ptr& e) noexcept {
     switch (policy) {
-    case UnhandledExceptionPolicy::ignore: return;
+    case UnhandledExceptionPolicy::ignore:
+        return;
     case UnhandledExceptionPolicy::terminate:
         default_report(e);
         std::fprintf(stderr, "eddy: terminating (RuntimeConfig::unhandled_exception is terminate)\n");
@@ -57,7 +58,8 @@ void report_with(UnhandledExceptionPolicy policy, const std::function<void(std::
             }
         }
         break;
-    case UnhandledExceptionPolicy::log: break;
+    case UnhandledExceptionPolicy::log:
+        break;
     }
     default_report(e);
 }
@@ -117,15 +119,11 @@ pthread_t start_worker(Worker& w, const RuntimeConfig& config, const std::vector
     return thread;
 }
 
-} // namespace
+}  // namespace
 
 Scheduler::Scheduler(std::size_t workers, RuntimeConfig config)
-    : config_(std::move(config)),
-      id_(g_next_id.fetch_add(1, std::memory_order_relaxed)),
-      idle_(workers),
-      blocking_(config_),
-      pause_(workers, stopping_),
-      clock_(config_.clock) {
+    : config_(std::move(config)), id_(g_next_id.fetch_add(1, std::memory_order_relaxed)), idle_(workers),
+      blocking_(config_), pause_(workers, stopping_), clock_(config_.clock) {
     calibrate_sched_ticks();  // once per process: the scheduling-delay histograms' clock
     workers_.reserve(workers);
     for (std::size_t i = 0; i < workers; ++i) workers_.push_back(std::make_unique<Worker>(*this, i));
@@ -375,4 +373,4 @@ std::coroutine_handle<> Scheduler::finish_root(void* ctx, PromiseBase& p, std::c
     return std::noop_coroutine();
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -137,8 +137,7 @@ public:
     static void report_unobserved(std::uint64_t scheduler_id, const std::exception_ptr& e) noexcept;
 
     /// The completion hook of every root task (the join protocol of frame_header.hpp).
-    static std::coroutine_handle<> finish_root(void* ctx, PromiseBase& p,
-                                               std::coroutine_handle<> self) noexcept;
+    static std::coroutine_handle<> finish_root(void* ctx, PromiseBase& p, std::coroutine_handle<> self) noexcept;
 
     /// This runtime's id: FrameHeader::home_id of its root tasks.
     std::uint64_t id() const noexcept { return id_; }
@@ -177,7 +176,7 @@ private:
 
     const RuntimeConfig config_;
     const std::uint64_t id_;
-    Runtime* runtime_ = nullptr;  // set before start(): never changes while a thread runs
+    Runtime* runtime_ = nullptr;                      // set before start(): never changes while a thread runs
     const FinishHook root_hook_{&finish_root, this};  // every root task's completion
     InjectQueue global_wakes_;
     SpawnQueue global_spawns_;
@@ -216,4 +215,4 @@ private:
     alignas(64) RuntimeClock clock_;
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

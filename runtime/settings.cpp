@@ -58,7 +58,7 @@ bool parse_digits(std::string_view s, std::uint64_t& out) {
     return !s.empty() && ec == std::errc{} && end == last;
 }
 
-} // namespace
+}  // namespace
 
 std::uint64_t parse_count_env(const char* var, std::string_view value, std::uint64_t min, std::uint64_t max) {
     std::uint64_t n = 0;
@@ -78,15 +78,23 @@ std::size_t parse_size_env(const char* var, std::string_view value, std::size_t 
     unsigned shift = 0;
     if (!value.empty()) {
         switch (std::tolower(static_cast<unsigned char>(value.back()))) {
-        case 'k': shift = 10; break;
-        case 'm': shift = 20; break;
-        case 'g': shift = 30; break;
-        default: break;
+        case 'k':
+            shift = 10;
+            break;
+        case 'm':
+            shift = 20;
+            break;
+        case 'g':
+            shift = 30;
+            break;
+        default:
+            break;
         }
         if (shift != 0) digits.remove_suffix(1);
     }
     std::uint64_t n = 0;
-    if (!parse_digits(digits, n) || n > (std::numeric_limits<std::uint64_t>::max() >> shift)) reject(var, value, accepted);
+    if (!parse_digits(digits, n) || n > (std::numeric_limits<std::uint64_t>::max() >> shift))
+        reject(var, value, accepted);
     n <<= shift;
     if (n < min || n > max) reject(var, value, accepted);
     return static_cast<std::size_t>(n);
@@ -118,10 +126,12 @@ void validate_config(const RuntimeConfig& c) {
     if (c.global_queue_interval < 1 || c.global_queue_interval > RuntimeConfig::kMaxGlobalQueueInterval)
         reject_field("global_queue_interval", range(1, RuntimeConfig::kMaxGlobalQueueInterval),
                      std::to_string(c.global_queue_interval));
-    if (c.stack_size != 0 && (c.stack_size < RuntimeConfig::kMinStackSize || c.stack_size > RuntimeConfig::kMaxStackSize))
-        reject_field("stack_size",
-                     "0 (the system's default) or " + size_range(RuntimeConfig::kMinStackSize, RuntimeConfig::kMaxStackSize),
-                     std::to_string(c.stack_size));
+    if (c.stack_size != 0 &&
+        (c.stack_size < RuntimeConfig::kMinStackSize || c.stack_size > RuntimeConfig::kMaxStackSize))
+        reject_field(
+            "stack_size",
+            "0 (the system's default) or " + size_range(RuntimeConfig::kMinStackSize, RuntimeConfig::kMaxStackSize),
+            std::to_string(c.stack_size));
     if (c.slow_poll_threshold.count() < 0 || c.slow_poll_threshold > RuntimeConfig::kMaxSlowPollThreshold)
         reject_field("slow_poll_threshold", range(0, RuntimeConfig::kMaxSlowPollThreshold.count()) + " ms",
                      std::to_string(c.slow_poll_threshold.count()) + " ms");
@@ -131,17 +141,20 @@ void validate_config(const RuntimeConfig& c) {
     if (c.blocking_keep_alive.count() < 1 || c.blocking_keep_alive > RuntimeConfig::kMaxBlockingKeepAlive)
         reject_field("blocking_keep_alive", range(1, RuntimeConfig::kMaxBlockingKeepAlive.count()) + " ms",
                      std::to_string(c.blocking_keep_alive.count()) + " ms");
-    if (c.blocking_shutdown_timeout.count() < 0 || c.blocking_shutdown_timeout > RuntimeConfig::kMaxBlockingShutdownTimeout)
+    if (c.blocking_shutdown_timeout.count() < 0 ||
+        c.blocking_shutdown_timeout > RuntimeConfig::kMaxBlockingShutdownTimeout)
         reject_field("blocking_shutdown_timeout", range(0, RuntimeConfig::kMaxBlockingShutdownTimeout.count()) + " ms",
                      std::to_string(c.blocking_shutdown_timeout.count()) + " ms");
     if (c.unhandled_exception) {
         switch (*c.unhandled_exception) {
         case UnhandledExceptionPolicy::log:
         case UnhandledExceptionPolicy::ignore:
-        case UnhandledExceptionPolicy::terminate: break;
+        case UnhandledExceptionPolicy::terminate:
+            break;
         case UnhandledExceptionPolicy::callback:
             if (!c.on_unhandled_exception)
-                reject_field("unhandled_exception", "callback only with an on_unhandled_exception", "callback without one");
+                reject_field("unhandled_exception", "callback only with an on_unhandled_exception",
+                             "callback without one");
             break;
         default:
             reject_field("unhandled_exception", "log, ignore, terminate or callback",
@@ -171,7 +184,7 @@ void run_thread_hook(const std::function<void()>& hook, const char* which) noexc
     }
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail
 
 namespace eddy {
 
@@ -190,7 +203,8 @@ RuntimeConfig RuntimeConfig::from_env(RuntimeConfig c) {
             static_cast<std::uint32_t>(parse_count_env("EDDY_GLOBAL_QUEUE_INTERVAL", v, 1, kMaxGlobalQueueInterval));
     if (const char* v = std::getenv("EDDY_STACK_SIZE")) {
         // 0 means the system's default, as for the field.
-        c.stack_size = std::string_view(v) == "0" ? 0 : parse_size_env("EDDY_STACK_SIZE", v, kMinStackSize, kMaxStackSize);
+        c.stack_size =
+            std::string_view(v) == "0" ? 0 : parse_size_env("EDDY_STACK_SIZE", v, kMinStackSize, kMaxStackSize);
     }
     if (const char* v = std::getenv("EDDY_UNHANDLED")) c.unhandled_exception = parse_policy_env("EDDY_UNHANDLED", v);
     if (const char* v = std::getenv("EDDY_SLOW_POLL_MS"))
@@ -199,13 +213,14 @@ RuntimeConfig RuntimeConfig::from_env(RuntimeConfig c) {
     if (const char* v = std::getenv("EDDY_MAX_BLOCKING_THREADS"))
         c.max_blocking_threads = parse_count_env("EDDY_MAX_BLOCKING_THREADS", v, 1, kMaxBlockingThreads);
     if (const char* v = std::getenv("EDDY_BLOCKING_KEEP_ALIVE_MS"))
-        c.blocking_keep_alive = std::chrono::milliseconds(
-            parse_count_env("EDDY_BLOCKING_KEEP_ALIVE_MS", v, 1, static_cast<std::uint64_t>(kMaxBlockingKeepAlive.count())));
+        c.blocking_keep_alive = std::chrono::milliseconds(parse_count_env(
+            "EDDY_BLOCKING_KEEP_ALIVE_MS", v, 1, static_cast<std::uint64_t>(kMaxBlockingKeepAlive.count())));
     if (const char* v = std::getenv("EDDY_BLOCKING_SHUTDOWN_TIMEOUT_MS"))
-        c.blocking_shutdown_timeout = std::chrono::milliseconds(parse_count_env(
-            "EDDY_BLOCKING_SHUTDOWN_TIMEOUT_MS", v, 0, static_cast<std::uint64_t>(kMaxBlockingShutdownTimeout.count())));
+        c.blocking_shutdown_timeout =
+            std::chrono::milliseconds(parse_count_env("EDDY_BLOCKING_SHUTDOWN_TIMEOUT_MS", v, 0,
+                                                      static_cast<std::uint64_t>(kMaxBlockingShutdownTimeout.count())));
     if (const char* v = std::getenv("EDDY_CLOCK")) c.clock = parse_clock_env("EDDY_CLOCK", v);
     return c;
 }
 
-} // namespace eddy
+}  // namespace eddy

@@ -45,4 +45,4 @@ void name_this_thread(const std::string& name) noexcept;
 /// Runs on_thread_start / on_thread_stop (`which` names it), reporting an exception on stderr.
 void run_thread_hook(const std::function<void()>& hook, const char* which) noexcept;
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

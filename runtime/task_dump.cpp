@@ -74,8 +74,8 @@ public:
         for (FrameHeader* h : roots) root_ids_.emplace(h, ++next_id_);
         for (FrameHeader* h : roots) {
             const std::uint32_t s = h->state.load(std::memory_order_acquire);
-            dump.roots.push_back(visit(h->frame(), (s & FrameHeader::kThreadWaiting) != 0 ? "block_on" : "spawned",
-                                       h, root_ids_[h], 0));
+            dump.roots.push_back(
+                visit(h->frame(), (s & FrameHeader::kThreadWaiting) != 0 ? "block_on" : "spawned", h, root_ids_[h], 0));
         }
         dump.tasks = next_id_;
         return dump;
@@ -144,7 +144,8 @@ private:
         for (const T& item : all) global_.emplace(task_of(item));
     }
 
-    TaskDump::Task visit(void* frame, const char* kind, const FrameHeader* header, std::uint64_t id, std::size_t depth) {
+    TaskDump::Task visit(void* frame, const char* kind, const FrameHeader* header, std::uint64_t id,
+                         std::size_t depth) {
         TaskDump::Task t;
         t.id = id;
         t.kind = kind;
@@ -202,7 +203,7 @@ private:
     std::vector<Child>* children_ = nullptr;
 };
 
-} // namespace
+}  // namespace
 
 /// The roots by name and kind, read under the registry's locks while workers run (names
 /// never change after spawn): what a dump can say when some workers would not stop.
@@ -243,7 +244,7 @@ TaskDump dump_scheduler(Scheduler& sched, bool from_worker, std::chrono::nanosec
     return walker.run(sched.registry().snapshot());
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail
 
 namespace eddy {
 
@@ -253,4 +254,4 @@ TaskDump Runtime::dump(std::chrono::nanoseconds patience) const {
     return detail::dump_scheduler(*scheduler_, false, patience);
 }
 
-} // namespace eddy
+}  // namespace eddy

@@ -69,11 +69,21 @@ void json_string(std::string_view s, std::string& out) {
     out += '"';
     for (const char c : s) {
         switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
+        case '"':
+            out += "\\\"";
+            break;
+        case '\\':
+            out += "\\\\";
+            break;
+        case '\n':
+            out += "\\n";
+            break;
+        case '\r':
+            out += "\\r";
+            break;
+        case '\t':
+            out += "\\t";
+            break;
         default:
             if (static_cast<unsigned char>(c) < 0x20) {
                 char buf[8];
@@ -118,7 +128,7 @@ void json_of(const TaskDump::Task& t, std::string& out) {
     out += "]}";
 }
 
-} // namespace
+}  // namespace
 
 std::string TaskDump::to_text() const {
     std::string out = "eddy task dump: ";
@@ -164,4 +174,4 @@ std::string TaskDump::to_json() const {
     return out;
 }
 
-} // namespace eddy
+}  // namespace eddy

@@ -130,4 +130,4 @@ void TaskGroup::finish() const {
         throw OperationCancelled("eddy::task_group: the group's awaiter was cancelled");
 }
 
-} // namespace eddy
+}  // namespace eddy

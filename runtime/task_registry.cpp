@@ -64,4 +64,4 @@ std::size_t TaskRegistry::size() const noexcept {
     return n;
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

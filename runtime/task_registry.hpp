@@ -50,11 +50,11 @@ private:
     static constexpr std::size_t kShards = 16;
     struct alignas(64) Shard {
         mutable SpinLock lock;
-        FrameHeader* head = nullptr;  // guarded by lock
+        FrameHeader* head = nullptr;        // guarded by lock
         std::atomic<std::size_t> count{0};  // written under lock, read anywhere (metrics)
     };
     static_assert(kShards <= 256, "FrameHeader::shard is one byte");
     std::array<Shard, kShards> shards_;
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -31,4 +31,4 @@ private:
     bool done_ = false;  // guarded by mutex_
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -40,9 +40,9 @@ std::int64_t checked_ns(std::chrono::nanoseconds d, const char* what) {
     return d.count();
 }
 
-} // namespace
+}  // namespace
 
-} // namespace eddy::detail
+}  // namespace eddy::detail
 
 namespace eddy {
 
@@ -52,12 +52,14 @@ void Runtime::advance(std::chrono::nanoseconds d) {
     detail::RuntimeClock& clock = scheduler_->clock();
     if (!clock.is_virtual()) detail::throw_real(kWhat);
     if (detail::Worker* w = detail::current_worker(); w != nullptr && &w->scheduler() == scheduler_.get())
-        throw WrongThread("eddy::Runtime::advance called from one of its own workers; co_await eddy::time::advance instead");
+        throw WrongThread(
+            "eddy::Runtime::advance called from one of its own workers; co_await eddy::time::advance instead");
     detail::RuntimeClock::ThreadRequest request;
     clock.request(ns, {}, &request);
     scheduler_->wake_driver();
     request.waiter.wait();
-    if (request.stopped) throw RuntimeStopped("eddy::Runtime::advance: the runtime shut down before the time was reached");
+    if (request.stopped)
+        throw RuntimeStopped("eddy::Runtime::advance: the runtime shut down before the time was reached");
 }
 
 std::chrono::steady_clock::time_point Runtime::now() const noexcept {
@@ -80,6 +82,6 @@ void AdvanceAwaiter::await_suspend(std::coroutine_handle<> h) {
     sched.wake_driver();
 }
 
-} // namespace time
+}  // namespace time
 
-} // namespace eddy
+}  // namespace eddy

@@ -9,9 +9,7 @@
 namespace eddy::detail {
 
 Watchdog::Watchdog(const RuntimeConfig& config, std::vector<Worker*> workers, std::function<void()> wake_a_worker)
-    : config_(config),
-      workers_(std::move(workers)),
-      wake_a_worker_(std::move(wake_a_worker)),
+    : config_(config), workers_(std::move(workers)), wake_a_worker_(std::move(wake_a_worker)),
       threshold_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(config.slow_poll_threshold).count()),
       seen_(workers_.size()) {}
 
@@ -50,9 +48,9 @@ void Watchdog::check(std::int64_t now_ns) noexcept {
 void Watchdog::report(std::size_t worker, std::int64_t running_ns) noexcept {
     const auto& hook = config_.on_slow_poll;
     if (!hook) {
-        std::fprintf(stderr, "eddy: worker %zu has run one task for %.1f ms without suspending (slow_poll_threshold %lld ms)\n",
-                     worker, static_cast<double>(running_ns) / 1e6,
-                     static_cast<long long>(config_.slow_poll_threshold.count()));
+        std::fprintf(
+            stderr, "eddy: worker %zu has run one task for %.1f ms without suspending (slow_poll_threshold %lld ms)\n",
+            worker, static_cast<double>(running_ns) / 1e6, static_cast<long long>(config_.slow_poll_threshold.count()));
         return;
     }
     try {
@@ -64,4 +62,4 @@ void Watchdog::report(std::size_t worker, std::int64_t running_ns) noexcept {
     }
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

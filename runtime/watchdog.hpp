@@ -73,4 +73,4 @@ private:
     std::vector<Seen> seen_;  // one per worker; sized at construction
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

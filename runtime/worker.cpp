@@ -17,23 +17,16 @@ namespace {
 // Initial-exec: a static TLS slot, one instruction to read, even inside a shared library
 // loaded at start-up (eddy is not meant to be dlopen'ed into a process late).
 [[gnu::tls_model("initial-exec")]] thread_local Worker* t_worker = nullptr;
-} // namespace
+}  // namespace
 
 Worker* current_worker() noexcept { return t_worker; }
 
 Worker::Worker(Scheduler& scheduler, std::size_t index)
-    : sched_(scheduler),
-      index_(index),
-      unwatched_(&scheduler.unwatched_flag()),
-      watch_every_poll_(scheduler.config().slow_poll_threshold.count() > 0),
-      deque_(kLocalQueueCapacity),
-      wakes_(kWakeQueueCapacity),
-      wake_producer_(scheduler.global_wakes()),
-      wake_consumer_(scheduler.global_wakes()),
-      spawn_producer_(scheduler.global_spawns()),
-      spawn_consumer_(scheduler.global_spawns()),
-      global_queue_interval_(scheduler.config().global_queue_interval),
-      global_countdown_(global_queue_interval_),
+    : sched_(scheduler), index_(index), unwatched_(&scheduler.unwatched_flag()),
+      watch_every_poll_(scheduler.config().slow_poll_threshold.count() > 0), deque_(kLocalQueueCapacity),
+      wakes_(kWakeQueueCapacity), wake_producer_(scheduler.global_wakes()), wake_consumer_(scheduler.global_wakes()),
+      spawn_producer_(scheduler.global_spawns()), spawn_consumer_(scheduler.global_spawns()),
+      global_queue_interval_(scheduler.config().global_queue_interval), global_countdown_(global_queue_interval_),
       rng_(0x9E3779B97F4A7C15ull * (index + 1)) {}
 
 void Worker::run() {
@@ -61,7 +54,7 @@ void Worker::run() {
         t_coop_budget = kCoopBudget;  // every poll starts with a full budget
         const std::uint64_t seq = poll_seq_.load(std::memory_order_relaxed);
         poll_seq_.store(seq + 1, std::memory_order_relaxed);  // odd: polling
-        poll_ticks_ = 0;  // this poll's wake-ups read the clock afresh (wake_stamp)
+        poll_ticks_ = 0;                                      // this poll's wake-ups read the clock afresh (wake_stamp)
         // SAFETY: every queued item is a suspended coroutine frame, or a Runnable, that
         // nobody else will resume or run: whoever queued it handed that right over.
         run_queue_item(task);
@@ -193,7 +186,8 @@ std::size_t Worker::pull_global_wakes() {
     if (n == kGlobalBatch) {
         const std::size_t share =
             std::min(room, std::max(taken, (global.size_approx() + taken) / sched_.num_workers()));
-        while (taken < share && (n = global.pop_bulk(wake_consumer_, chunk, std::min(kGlobalBatch, share - taken))) != 0) {
+        while (taken < share &&
+               (n = global.pop_bulk(wake_consumer_, chunk, std::min(kGlobalBatch, share - taken))) != 0) {
             for (std::size_t i = 0; i < n; ++i) (void)wakes_.push(chunk[i]);
             taken += n;
         }
@@ -350,7 +344,8 @@ void Worker::park() {
 }
 
 template <class T, class Global>
-void Worker::push_overflowing(ChaseLevDeque<T>& q, Global& global, typename Global::ProducerToken& token, T item) noexcept {
+void Worker::push_overflowing(ChaseLevDeque<T>& q, Global& global, typename Global::ProducerToken& token,
+                              T item) noexcept {
     while (!q.push(item)) {
         // Full: move the older half to the global queue of its kind, where any worker can
         // take it. Woken tasks keep their stamps: their wait goes on counting there.
@@ -412,4 +407,4 @@ std::uint64_t Worker::next_random() noexcept {
     return rng_ * 0x2545F4914F6CDD1Dull;
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

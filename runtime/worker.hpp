@@ -162,8 +162,8 @@ inline constexpr std::uint32_t kMaxGlobalRun = 16;
 
 /// A worker's statistics (eddy/runtime/metrics.hpp): written by the worker thread only.
 struct WorkerStats {
-    OwnedCounter polled, spawned, completed, steal_attempts, steals, stolen, global_takes, parks, unparks,
-        overflows, overflowed, budget_yields;
+    OwnedCounter polled, spawned, completed, steal_attempts, steals, stolen, global_takes, parks, unparks, overflows,
+        overflowed, budget_yields;
 };
 
 class Worker {
@@ -232,7 +232,7 @@ public:
     std::size_t index() const noexcept { return index_; }
     /// Any thread: whether either queue holds a task (an estimate while others push or steal).
     bool has_queued() const noexcept { return !wakes_.empty() || !deque_.empty(); }
-    Parker& parker() noexcept { return parker_; }                // any thread: unpark
+    Parker& parker() noexcept { return parker_; }  // any thread: unpark
 
 private:
     // Bit 1 of the slot's word: the task in it was woken (it returns to the wake queue when
@@ -289,8 +289,7 @@ private:
     void overflow_wake(QueueItem item) noexcept;
     void overflow_spawn(void* task) noexcept;
     template <class T, class Global>
-    void push_overflowing(ChaseLevDeque<T>& q, Global& global, typename Global::ProducerToken& token,
-                          T item) noexcept;
+    void push_overflowing(ChaseLevDeque<T>& q, Global& global, typename Global::ProducerToken& token, T item) noexcept;
     void* next_task();
     void* steal_work();
     void* spin_for_work(bool delivery_due);
@@ -318,9 +317,9 @@ private:
     Scheduler& sched_;
     const std::size_t index_;
     const std::atomic<bool>* const unwatched_;  // Scheduler::unwatched_flag()
-    const bool watch_every_poll_;              // slow_poll_threshold set: see park()
-    ChaseLevDeque<void*> deque_;      // spawned tasks: the owner pops the newest
-    ChaseLevDeque<QueueItem> wakes_;  // woken tasks: the owner pops the oldest
+    const bool watch_every_poll_;               // slow_poll_threshold set: see park()
+    ChaseLevDeque<void*> deque_;                // spawned tasks: the owner pops the newest
+    ChaseLevDeque<QueueItem> wakes_;            // woken tasks: the owner pops the oldest
     Parker parker_;
     InjectQueue::ProducerToken wake_producer_;  // Scheduler::global_wakes()
     InjectQueue::ConsumerToken wake_consumer_;
@@ -330,7 +329,7 @@ private:
     // in a stale poll.
     std::atomic<void*> lifo_slot_{nullptr};
     std::uint32_t lifo_runs_ = 0;  // slot tasks run back to back
-    bool spawn_turn_ = false;         // take_queued: the spawn deque's turn next
+    bool spawn_turn_ = false;      // take_queued: the spawn deque's turn next
     // False only when that queue is known to be empty: only this thread adds to its own
     // queues, so once it saw one empty it stays empty until this thread pushes (a wake-up
     // or a spawn, a share of a global queue, a steal, the yield list). Spares a worker two
@@ -340,8 +339,8 @@ private:
     std::uint64_t seen_wake_pushes_ = 0;  // Scheduler::global_wake_pushes() at the last look
     bool global_maybe_ = false;           // the global wake queue may hold tasks
     std::uint32_t global_run_ = 0;        // global wake-ups run since the last local queue pop
-    bool oldest_spawn_next_ = false;  // the spawn deque's next task is its oldest (interval)
-    std::uint64_t poll_ticks_ = 0;  // wake_stamp()'s reading for this poll; 0: none yet
+    bool oldest_spawn_next_ = false;      // the spawn deque's next task is its oldest (interval)
+    std::uint64_t poll_ticks_ = 0;        // wake_stamp()'s reading for this poll; 0: none yet
     // Relaxed: hints for the watchdog and thieves; the slot's exchange is what decides.
     std::atomic<std::uint64_t> poll_seq_{0};  // written by the owner only, twice per poll
     // Written by the watchdog only, rarely; on a line of its own, since searching workers
@@ -357,7 +356,7 @@ private:
     std::uint32_t global_countdown_;
     bool searching_ = false;
     std::uint64_t seen_external_spawns_ = 0;  // Scheduler::external_spawns() at the last spin
-    bool driver_pending_ = false;  // see note_driver_work()
+    bool driver_pending_ = false;             // see note_driver_work()
     std::uint64_t rng_;
     WorkerStats stats_;
     SchedDelayRecorder delay_;
@@ -366,4 +365,4 @@ private:
 /// The worker running on the calling thread, or nullptr.
 Worker* current_worker() noexcept;
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -42,7 +42,7 @@ std::size_t quota_cpus() {
     return 0;
 }
 
-} // namespace
+}  // namespace
 
 std::size_t available_cpus() {
     std::size_t n = 1;
@@ -57,4 +57,4 @@ std::size_t resolve_workers(std::optional<std::size_t> configured) {
     return configured ? *configured : available_cpus();
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

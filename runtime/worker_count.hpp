@@ -21,4 +21,4 @@ std::size_t resolve_workers(std::optional<std::size_t> configured);
 
 inline constexpr std::size_t kMaxWorkers = RuntimeConfig::kMaxWorkers;
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

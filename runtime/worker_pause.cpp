@@ -43,7 +43,7 @@ WorkerPause::Outcome WorkerPause::pause(const std::size_t* self, std::chrono::na
         serving_.fetch_add(1, std::memory_order_release);
         return {false, {}};
     }
-    const auto give_up = std::chrono::steady_clock::now() + patience;  // from our turn on
+    const auto give_up = std::chrono::steady_clock::now() + patience;          // from our turn on
     const std::uint32_t g = gen_.fetch_add(1, std::memory_order_seq_cst) + 1;  // odd
     const std::size_t n = parkers_.size();
     for (Parker* p : parkers_) p->unpark();
@@ -51,7 +51,8 @@ WorkerPause::Outcome WorkerPause::pause(const std::size_t* self, std::chrono::na
     for (;;) {
         Outcome out;
         for (std::size_t i = 0; i < n; ++i)
-            if ((self == nullptr || *self != i) && slots_[i].acked.load(std::memory_order_acquire) != g) out.busy.push_back(i);
+            if ((self == nullptr || *self != i) && slots_[i].acked.load(std::memory_order_acquire) != g)
+                out.busy.push_back(i);
         if (out.busy.empty()) return out;
         if (stopping()) {
             resume();
@@ -71,4 +72,4 @@ void WorkerPause::resume() noexcept {
     serving_.fetch_add(1, std::memory_order_release);
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -97,4 +97,4 @@ private:
     std::unique_ptr<Slot[]> slots_;
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

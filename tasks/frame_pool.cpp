@@ -42,13 +42,13 @@ struct Page {
     char* bump = nullptr;   // next never-used block
     char* end = nullptr;    // end of the page's last whole block
     Segment* segment = nullptr;
-    Page* prev = nullptr;   // in the heap's avail[class] list, or its released list
+    Page* prev = nullptr;  // in the heap's avail[class] list, or its released list
     Page* next = nullptr;
-    std::uint32_t used = 0;       // blocks handed out and not freed
+    std::uint32_t used = 0;  // blocks handed out and not freed
     std::uint16_t block_bytes = 0;
-    std::uint8_t cls = 0;         // 0: not assigned (released or never carved)
-    bool listed = false;          // in avail[cls] (it has a free or never-used block)
-    bool dirty = false;           // released but not yet madvised
+    std::uint8_t cls = 0;  // 0: not assigned (released or never carved)
+    bool listed = false;   // in avail[cls] (it has a free or never-used block)
+    bool dirty = false;    // released but not yet madvised
 };
 
 struct Segment {
@@ -69,9 +69,9 @@ struct Heap {
     Page* avail[kClasses + 1] = {};  // per class: pages with a free or never-used block
     Page* released = nullptr;        // pages with no class, ready to be reassigned
     Segment* segments = nullptr;
-    Segment* carving = nullptr;      // the segment with pages not carved yet
-    std::size_t live = 0;            // blocks handed out and not freed (orphan lock, once orphaned)
-    std::size_t empty_pages = 0;     // listed pages with used == 0
+    Segment* carving = nullptr;   // the segment with pages not carved yet
+    std::size_t live = 0;         // blocks handed out and not freed (orphan lock, once orphaned)
+    std::size_t empty_pages = 0;  // listed pages with used == 0
     std::size_t segment_count = 0;
     // Other threads push frees here (release CAS); the owner takes the whole list (acquire
     // exchange). kOrphaned once the owner exited: then frees take orphan_lock instead.
@@ -171,7 +171,8 @@ Page* new_page(Heap* h, std::uint8_t cls) {
     }
     const std::size_t bytes = class_bytes(cls);
     char* start = page_start(p);
-    char* limit = reinterpret_cast<char*>(p->segment) + (static_cast<std::size_t>(p - p->segment->pages) + 1) * kPageBytes;
+    char* limit =
+        reinterpret_cast<char*>(p->segment) + (static_cast<std::size_t>(p - p->segment->pages) + 1) * kPageBytes;
     p->free = nullptr;
     p->bump = start;
     p->end = start + (static_cast<std::size_t>(limit - start) / bytes) * bytes;
@@ -334,7 +335,7 @@ void free_orphaned(Heap* h, Block* b) noexcept {
     if (last) destroy_heap(h);
 }
 
-} // namespace
+}  // namespace
 
 void* allocate(std::uint8_t cls) {
     if (Heap* h = t_heap) {
@@ -363,8 +364,7 @@ void deallocate(void* block) noexcept {
         EDDY_POISON(b, bytes);
         // Release: pairs with the owner's acquire exchange; the frame's last writes and the
         // link happen before the owner reuses the block. Relaxed on failure: just retry.
-        if (owner->remote.compare_exchange_weak(head, b, std::memory_order_release, std::memory_order_relaxed))
-            return;
+        if (owner->remote.compare_exchange_weak(head, b, std::memory_order_release, std::memory_order_relaxed)) return;
     }
 }
 
@@ -389,4 +389,4 @@ ThreadStats thread_stats() noexcept {
 
 std::size_t mapped_bytes() noexcept { return g_mapped.load(std::memory_order_relaxed); }
 
-} // namespace eddy::detail::frame_pool
+}  // namespace eddy::detail::frame_pool

@@ -80,8 +80,7 @@ struct ServerHooks {
 inline std::optional<unsigned long> parse_number(std::string_view text, unsigned long lo, unsigned long hi) {
     unsigned long n = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-    if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || n < lo || n > hi)
-        return std::nullopt;
+    if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || n < lo || n > hi) return std::nullopt;
     return n;
 }
 
@@ -212,7 +211,7 @@ eddy::Task<void> serve(const char* name, eddy::net::TcpListener listener, eddy::
     // Every connection has finished here, its socket closed; the listener closes on return.
 }
 
-} // namespace detail
+}  // namespace detail
 
 /// The whole life of a TCP server named `name` whose connections `handler` serves (see the
 /// top of this file). Returns main's exit status.
@@ -250,7 +249,10 @@ int run_tcp_server(const char* name, const char* description, int argc, char** a
         const int sig = shutdown.signal.load();
         const std::size_t closed = shutdown.connections.load();
         std::printf("%s: %s, shut down; %zu connection%s closed\n", name,
-                    sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "stopped", closed, closed == 1 ? "" : "s");
+                    sig == SIGINT    ? "SIGINT"
+                    : sig == SIGTERM ? "SIGTERM"
+                                     : "stopped",
+                    closed, closed == 1 ? "" : "s");
         std::fflush(stdout);
         if (hooks.on_shutdown) hooks.on_shutdown(rt);
         return 0;
@@ -262,4 +264,4 @@ int run_tcp_server(const char* name, const char* description, int argc, char** a
     }
 }
 
-} // namespace examples
+}  // namespace examples

@@ -18,18 +18,22 @@ namespace {
 
 FileType type_of(const std::string& path, unsigned char d_type) {
     switch (d_type) {
-    case DT_REG: return FileType::kFile;
-    case DT_DIR: return FileType::kDirectory;
-    case DT_LNK: return FileType::kSymlink;
+    case DT_REG:
+        return FileType::kFile;
+    case DT_DIR:
+        return FileType::kDirectory;
+    case DT_LNK:
+        return FileType::kSymlink;
     case DT_UNKNOWN: {  // some file systems do not say: ask
         struct stat st {};
         if (::lstat(path.c_str(), &st) != 0) return FileType::kOther;
-        return S_ISREG(st.st_mode) ? FileType::kFile
+        return S_ISREG(st.st_mode)   ? FileType::kFile
                : S_ISDIR(st.st_mode) ? FileType::kDirectory
                : S_ISLNK(st.st_mode) ? FileType::kSymlink
                                      : FileType::kOther;
     }
-    default: return FileType::kOther;
+    default:
+        return FileType::kOther;
     }
 }
 
@@ -64,7 +68,7 @@ void remove_tree(const std::string& path) {
     if (ec) detail::throw_path_error(ec, "eddy::fs::remove_dir_all", path);
 }
 
-} // namespace
+}  // namespace
 
 Task<void> create_dir(std::string path, mode_t mode) {
     co_await detail::path_op({.kind = detail::IoKind::kMkdirAt, .fd = AT_FDCWD, .addr = path.data(), .len = mode},
@@ -107,4 +111,4 @@ Task<std::vector<DirEntry>> read_dir(std::string path) {
     co_return co_await std::move(call);
 }
 
-} // namespace eddy::fs
+}  // namespace eddy::fs

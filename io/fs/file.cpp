@@ -34,4 +34,4 @@ std::uint64_t File::size() const {
     return static_cast<std::uint64_t>(st.st_size);
 }
 
-} // namespace eddy::fs
+}  // namespace eddy::fs

@@ -12,15 +12,14 @@ namespace eddy::fs {
 namespace {
 
 std::chrono::system_clock::time_point when(const statx_timestamp& t) {
-    return std::chrono::system_clock::time_point(
-        std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::seconds(t.tv_sec) +
-                                                                        std::chrono::nanoseconds(t.tv_nsec)));
+    return std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+        std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec)));
 }
 
 Metadata from_statx(const struct statx& s) {
     Metadata m;
     const mode_t type = s.stx_mode & S_IFMT;
-    m.type = type == S_IFREG ? FileType::kFile
+    m.type = type == S_IFREG   ? FileType::kFile
              : type == S_IFDIR ? FileType::kDirectory
              : type == S_IFLNK ? FileType::kSymlink
                                : FileType::kOther;
@@ -50,7 +49,7 @@ Task<Metadata> stat_path(std::string path, int flags, const char* what) {
     co_return from_statx(s);
 }
 
-} // namespace
+}  // namespace
 
 Task<Metadata> metadata(std::string path) { return stat_path(std::move(path), 0, "eddy::fs::metadata"); }
 
@@ -71,4 +70,4 @@ Task<Metadata> File::metadata() const {
     co_return from_statx(s);
 }
 
-} // namespace eddy::fs
+}  // namespace eddy::fs

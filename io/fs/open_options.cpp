@@ -34,4 +34,4 @@ Task<File> OpenOptions::open(std::string path) const {
     co_return File(io::FileDescriptor(static_cast<int>(fd)));
 }
 
-} // namespace eddy::fs
+}  // namespace eddy::fs

@@ -54,7 +54,7 @@ std::uint64_t copy_file(const std::string& from, const std::string& to) {
     return total;
 }
 
-} // namespace
+}  // namespace
 
 Task<void> remove_file(std::string path) {
     co_await detail::path_op({.kind = detail::IoKind::kUnlinkAt, .fd = AT_FDCWD, .addr = path.data()},
@@ -84,4 +84,4 @@ Task<void> File::set_len(std::uint64_t size) {
     co_await std::move(call);
 }
 
-} // namespace eddy::fs
+}  // namespace eddy::fs

@@ -31,4 +31,4 @@ Task<std::size_t> path_op(IoRequest r, const char* what, const std::string& path
     throw_path_error(failed, what, path, path2);
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

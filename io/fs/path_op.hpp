@@ -22,4 +22,4 @@ namespace eddy::detail {
 /// Awaits `r`; a failure (not a cancellation) is rethrown naming the path(s).
 Task<std::size_t> path_op(IoRequest r, const char* what, const std::string& path, const std::string* path2 = nullptr);
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -28,4 +28,4 @@ Task<void> write_file(std::string path, std::string_view contents) {
     f.close();
 }
 
-} // namespace eddy::fs
+}  // namespace eddy::fs

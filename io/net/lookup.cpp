@@ -67,7 +67,7 @@ std::vector<SocketAddr> resolve(const std::string& host, std::uint16_t port) {
     return out;
 }
 
-} // namespace
+}  // namespace
 
 const std::error_category& resolver_category() noexcept {
     static const ResolverCategory category;
@@ -77,7 +77,7 @@ const std::error_category& resolver_category() noexcept {
 ResolveError::ResolveError(std::error_code code, std::string host)
     : std::system_error(code, "eddy::net::lookup_host(" + host + ")"), host_(std::move(host)) {}
 
-} // namespace eddy::net
+}  // namespace eddy::net
 
 namespace eddy::detail {
 
@@ -109,7 +109,7 @@ HostPort split_host_port(std::string_view text, const char* what) {
     return HostPort{std::string(host), static_cast<std::uint16_t>(value)};
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail
 
 namespace eddy::net {
 
@@ -128,4 +128,4 @@ Task<std::vector<SocketAddr>> lookup_host(std::string_view host_port) {
     co_return co_await lookup_host(hp.host, hp.port);
 }
 
-} // namespace eddy::net
+}  // namespace eddy::net

@@ -33,7 +33,7 @@ SocketAddr make_v6(const in6_addr& ip, std::uint16_t port) noexcept {
     throw std::invalid_argument("eddy::net::SocketAddr::parse: \"" + std::string(text) + "\": " + why);
 }
 
-} // namespace
+}  // namespace
 
 SocketAddr::SocketAddr() noexcept : storage_{} { storage_.ss_family = AF_UNSPEC; }
 
@@ -73,8 +73,7 @@ SocketAddr SocketAddr::from_native(const sockaddr* addr, socklen_t len) {
         std::memcpy(&s.storage_, addr, sizeof(sockaddr_in));
     else if (addr->sa_family == AF_INET6 && len >= static_cast<socklen_t>(sizeof(sockaddr_in6)))
         std::memcpy(&s.storage_, addr, sizeof(sockaddr_in6));
-    else
-        throw std::invalid_argument("eddy::net::SocketAddr: not an IPv4 or IPv6 socket address");
+    else throw std::invalid_argument("eddy::net::SocketAddr: not an IPv4 or IPv6 socket address");
     return s;
 }
 
@@ -110,4 +109,4 @@ bool operator==(const SocketAddr& a, const SocketAddr& b) noexcept {
            (a.family() == AF_UNSPEC || std::memcmp(a.native(), b.native(), a.native_size()) == 0);
 }
 
-} // namespace eddy::net
+}  // namespace eddy::net

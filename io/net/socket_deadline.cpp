@@ -123,4 +123,4 @@ void end_deadline_wait(SocketDeadlineWait* w) noexcept {
     delete w;
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

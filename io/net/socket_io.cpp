@@ -52,7 +52,9 @@ bool SocketAwaiter::attempt() noexcept {
             n = ::send(fd, buf_, len_, MSG_DONTWAIT | MSG_NOSIGNAL);
             break;
         case Op::kSendAll:
-            n = len_ == done_ ? 0 : ::send(fd, static_cast<std::byte*>(buf_) + done_, len_ - done_, MSG_DONTWAIT | MSG_NOSIGNAL);
+            n = len_ == done_
+                    ? 0
+                    : ::send(fd, static_cast<std::byte*>(buf_) + done_, len_ - done_, MSG_DONTWAIT | MSG_NOSIGNAL);
             if (n >= 0 && (done_ += static_cast<std::size_t>(n)) < len_) continue;  // more to send
             if (n >= 0) n = static_cast<ssize_t>(len_);
             break;
@@ -87,7 +89,7 @@ bool SocketAwaiter::suspend(std::coroutine_handle<> h, const TaskCancellation* s
     PollState* s = io_->state_.load(std::memory_order_acquire);
     std::uint32_t seen = 0;
     Reactor* home = nullptr;  // this runtime's: looked up only once the operation waits
-    bool try_again = false;  // our attempt came before the state we use: try under its protocol
+    bool try_again = false;   // our attempt came before the state we use: try under its protocol
     if (s != nullptr) {
         seen = s->word(d);
         if ((seen & PollState::kReady) != 0 && attempt()) {
@@ -194,4 +196,4 @@ void SocketAwaiter::finish() noexcept {
     if (op_ == Op::kAccept && tried_ && !delivered_ && result_ >= 0) ::close(static_cast<int>(result_));
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

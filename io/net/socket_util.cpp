@@ -34,4 +34,4 @@ int get_int_option(int fd, int level, int name, const char* what) {
     return value;
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -26,8 +26,12 @@ Addr socket_name(int fd, bool peer, const char* what) {
     if ((peer ? ::getpeername(fd, sa, &len) : ::getsockname(fd, sa, &len)) != 0) throw_errno(what);
     return Addr::from_native(sa, len);
 }
-inline net::SocketAddr local_address_of(int fd, const char* what) { return socket_name<net::SocketAddr>(fd, false, what); }
-inline net::SocketAddr peer_address_of(int fd, const char* what) { return socket_name<net::SocketAddr>(fd, true, what); }
+inline net::SocketAddr local_address_of(int fd, const char* what) {
+    return socket_name<net::SocketAddr>(fd, false, what);
+}
+inline net::SocketAddr peer_address_of(int fd, const char* what) {
+    return socket_name<net::SocketAddr>(fd, true, what);
+}
 /// Closes a socket so that reads and accepts pending on it end: shutdown(SHUT_RD) first (a
 /// pending read then returns 0, a pending accept fails with EINVAL), since an operation in
 /// flight keeps the socket open in the kernel past close(2). std::system_error from close.
@@ -52,4 +56,4 @@ struct OneBufferMessage {
 void set_int_option(int fd, int level, int name, int value, const char* what);
 int get_int_option(int fd, int level, int name, const char* what);
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

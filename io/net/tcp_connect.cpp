@@ -18,11 +18,12 @@ std::string describe(const std::string& target, const std::vector<ConnectError::
     return text;
 }
 
-} // namespace
+}  // namespace
 
 ConnectError::ConnectError(const std::string& target, std::vector<Attempt> attempts)
-    : std::system_error(attempts.empty() ? std::make_error_code(std::errc::address_not_available) : attempts.back().error,
-                        describe(target, attempts)),
+    : std::system_error(
+          attempts.empty() ? std::make_error_code(std::errc::address_not_available) : attempts.back().error,
+          describe(target, attempts)),
       attempts_(std::move(attempts)) {}
 
 Task<TcpStream> TcpStream::connect(std::string_view host_port, std::stop_token token) {
@@ -43,4 +44,4 @@ Task<TcpStream> TcpStream::connect(std::string_view host_port, std::stop_token t
     throw ConnectError(target, std::move(attempts));
 }
 
-} // namespace eddy::net
+}  // namespace eddy::net

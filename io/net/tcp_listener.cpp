@@ -25,8 +25,7 @@ TcpListener TcpListener::bind(const SocketAddr& addr, const ListenOptions& optio
     if (options.recv_buffer_size)
         detail::set_int_option(fd.get(), SOL_SOCKET, SO_RCVBUF, *options.recv_buffer_size,
                                "eddy::net::TcpListener::bind: SO_RCVBUF");
-    if (::bind(fd.get(), addr.native(), addr.native_size()) != 0)
-        detail::throw_errno("eddy::net::TcpListener::bind");
+    if (::bind(fd.get(), addr.native(), addr.native_size()) != 0) detail::throw_errno("eddy::net::TcpListener::bind");
     if (::listen(fd.get(), options.backlog) != 0) detail::throw_errno("eddy::net::TcpListener::bind: listen");
     return TcpListener(std::move(fd));
 }
@@ -52,4 +51,4 @@ SocketAddr TcpListener::local_address() const {
     return detail::local_address_of(io_.fd(), "eddy::net::TcpListener::local_address");
 }
 
-} // namespace eddy::net
+}  // namespace eddy::net

@@ -62,9 +62,10 @@ void TcpStream::set_keepalive(std::optional<Keepalive> k) {
 std::optional<Keepalive> TcpStream::keepalive() const {
     constexpr const char* what = "eddy::net::TcpStream::keepalive";
     if (detail::get_int_option(io_.fd(), SOL_SOCKET, SO_KEEPALIVE, what) == 0) return std::nullopt;
-    return Keepalive{.idle = std::chrono::seconds(detail::get_int_option(io_.fd(), IPPROTO_TCP, TCP_KEEPIDLE, what)),
-                     .interval = std::chrono::seconds(detail::get_int_option(io_.fd(), IPPROTO_TCP, TCP_KEEPINTVL, what)),
-                     .count = detail::get_int_option(io_.fd(), IPPROTO_TCP, TCP_KEEPCNT, what)};
+    return Keepalive{
+        .idle = std::chrono::seconds(detail::get_int_option(io_.fd(), IPPROTO_TCP, TCP_KEEPIDLE, what)),
+        .interval = std::chrono::seconds(detail::get_int_option(io_.fd(), IPPROTO_TCP, TCP_KEEPINTVL, what)),
+        .count = detail::get_int_option(io_.fd(), IPPROTO_TCP, TCP_KEEPCNT, what)};
 }
 
 void TcpStream::set_linger(std::optional<std::chrono::seconds> linger) {
@@ -76,7 +77,8 @@ void TcpStream::set_linger(std::optional<std::chrono::seconds> linger) {
 std::optional<std::chrono::seconds> TcpStream::linger() const {
     ::linger l{};
     socklen_t len = sizeof l;
-    if (::getsockopt(io_.fd(), SOL_SOCKET, SO_LINGER, &l, &len) != 0) detail::throw_errno("eddy::net::TcpStream::linger");
+    if (::getsockopt(io_.fd(), SOL_SOCKET, SO_LINGER, &l, &len) != 0)
+        detail::throw_errno("eddy::net::TcpStream::linger");
     if (l.l_onoff == 0) return std::nullopt;
     return std::chrono::seconds(l.l_linger);
 }
@@ -102,4 +104,4 @@ SocketAddr TcpStream::local_address() const {
     return detail::local_address_of(io_.fd(), "eddy::net::TcpStream::local_address");
 }
 
-} // namespace eddy::net
+}  // namespace eddy::net

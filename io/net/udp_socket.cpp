@@ -25,14 +25,16 @@ Task<std::size_t> UdpSocket::send_to(std::span<const std::byte> data, SocketAddr
 Task<UdpSocket::Received> UdpSocket::recv_from(std::span<std::byte> buf, std::stop_token token) {
     sockaddr_storage from{};
     detail::OneBufferMessage m(buf.data(), buf.size(), &from, sizeof from);
-    const std::size_t n = co_await detail::IoAwaiter({.kind = detail::IoKind::kRecvMsg, .fd = fd_.get(), .addr = &m.msg},
-                                                     "eddy::net::UdpSocket::recv_from", std::move(token));
+    const std::size_t n =
+        co_await detail::IoAwaiter({.kind = detail::IoKind::kRecvMsg, .fd = fd_.get(), .addr = &m.msg},
+                                   "eddy::net::UdpSocket::recv_from", std::move(token));
     co_return Received{n, SocketAddr::from_native(reinterpret_cast<sockaddr*>(&from), m.msg.msg_namelen),
                        (m.msg.msg_flags & MSG_TRUNC) != 0};
 }
 
 void UdpSocket::connect(const SocketAddr& peer) {
-    if (::connect(fd_.get(), peer.native(), peer.native_size()) != 0) detail::throw_errno("eddy::net::UdpSocket::connect");
+    if (::connect(fd_.get(), peer.native(), peer.native_size()) != 0)
+        detail::throw_errno("eddy::net::UdpSocket::connect");
 }
 
 Task<std::size_t> UdpSocket::send(std::span<const std::byte> data, std::stop_token token) {
@@ -45,4 +47,4 @@ SocketAddr UdpSocket::local_address() const {
     return detail::local_address_of(fd_.get(), "eddy::net::UdpSocket::local_address");
 }
 
-} // namespace eddy::net
+}  // namespace eddy::net

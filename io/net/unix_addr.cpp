@@ -12,14 +12,15 @@ constexpr std::size_t kRoom = sizeof(sockaddr_un::sun_path);
 
 void check(std::string_view text, std::size_t room, const char* what) {
     if (text.empty()) throw std::invalid_argument(std::string(what) + ": empty");
-    if (text.find('\0') != std::string_view::npos) throw std::invalid_argument(std::string(what) + ": holds a NUL byte");
+    if (text.find('\0') != std::string_view::npos)
+        throw std::invalid_argument(std::string(what) + ": holds a NUL byte");
     if (text.size() > room)
         throw std::invalid_argument(std::string(what) + ": \"" + std::string(text) + "\" is " +
                                     std::to_string(text.size()) + " bytes, more than the " + std::to_string(room) +
                                     " a Unix socket address holds");
 }
 
-} // namespace
+}  // namespace
 
 UnixAddr::UnixAddr() noexcept : addr_{}, len_(offsetof(sockaddr_un, sun_path)) { addr_.sun_family = AF_UNIX; }
 
@@ -66,4 +67,4 @@ bool operator==(const UnixAddr& a, const UnixAddr& b) {
     return a.is_unnamed() == b.is_unnamed() && a.is_abstract() == b.is_abstract() && a.name() == b.name();
 }
 
-} // namespace eddy::net
+}  // namespace eddy::net

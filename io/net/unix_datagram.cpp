@@ -48,8 +48,9 @@ Task<std::size_t> UnixDatagram::send(std::span<const std::byte> data, std::stop_
 Task<UnixDatagram::Received> UnixDatagram::recv_from(std::span<std::byte> buf, std::stop_token token) {
     sockaddr_storage from{};
     eddy::detail::OneBufferMessage m(buf.data(), buf.size(), &from, sizeof from);
-    const std::size_t n = co_await eddy::detail::SocketAwaiter(
-        io_, eddy::detail::SocketAwaiter::Op::kRecvMsg, &m.msg, 0, "eddy::net::UnixDatagram::recv_from", std::move(token));
+    const std::size_t n =
+        co_await eddy::detail::SocketAwaiter(io_, eddy::detail::SocketAwaiter::Op::kRecvMsg, &m.msg, 0,
+                                             "eddy::net::UnixDatagram::recv_from", std::move(token));
     const UnixAddr sender = m.msg.msg_namelen >= sizeof(sa_family_t)
                                 ? UnixAddr::from_native(reinterpret_cast<sockaddr*>(&from), m.msg.msg_namelen)
                                 : UnixAddr();
@@ -60,4 +61,4 @@ UnixAddr UnixDatagram::local_address() const {
     return eddy::detail::socket_name<UnixAddr>(io_.fd(), false, "eddy::net::UnixDatagram::local_address");
 }
 
-} // namespace eddy::net
+}  // namespace eddy::net

@@ -36,7 +36,7 @@ AtPath what_is_at(const UnixAddr& addr) {
                             "eddy::net::UnixListener::bind(" + addr.to_string() + "): " + why);
 }
 
-} // namespace
+}  // namespace
 
 UnixListener UnixListener::bind(const UnixAddr& addr, Options options) {
     if (addr.is_unnamed()) {
@@ -70,9 +70,8 @@ UnixListener UnixListener::bind(const UnixAddr& addr, Options options) {
 }
 
 Task<UnixStream> UnixListener::accept(std::stop_token token) {
-    const std::size_t fd =
-        co_await eddy::detail::SocketAwaiter(io_, eddy::detail::SocketAwaiter::Op::kAccept, nullptr, 0,
-                                             "eddy::net::UnixListener::accept", std::move(token));
+    const std::size_t fd = co_await eddy::detail::SocketAwaiter(io_, eddy::detail::SocketAwaiter::Op::kAccept, nullptr,
+                                                                0, "eddy::net::UnixListener::accept", std::move(token));
     co_return UnixStream(io::FileDescriptor(static_cast<int>(fd)));
 }
 
@@ -92,4 +91,4 @@ UnixAddr UnixListener::local_address() const {
     return eddy::detail::socket_name<UnixAddr>(io_.fd(), false, "eddy::net::UnixListener::local_address");
 }
 
-} // namespace eddy::net
+}  // namespace eddy::net

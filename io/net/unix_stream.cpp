@@ -49,4 +49,4 @@ UnixAddr UnixStream::peer_address() const {
     return eddy::detail::socket_name<UnixAddr>(io_.fd(), true, "eddy::net::UnixStream::peer_address");
 }
 
-} // namespace eddy::net
+}  // namespace eddy::net

@@ -39,7 +39,7 @@ ssize_t attempt(const IoOperation& op) noexcept {
 
 bool would_block(int err) noexcept { return err == EAGAIN || err == EWOULDBLOCK; }
 
-} // namespace
+}  // namespace
 
 bool try_now(IoOperation& op) noexcept {
     if (op.io != IoKind::kSend && op.io != IoKind::kRecv && op.io != IoKind::kRead && op.io != IoKind::kReadv)
@@ -60,4 +60,4 @@ bool try_now(IoOperation& op) noexcept {
     return !op.poll_first;
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -17,4 +17,4 @@ void throw_io_error(int negative_errno, const char* what) {
 
 void throw_errno(const char* what) { throw std::system_error(errno, std::system_category(), what); }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

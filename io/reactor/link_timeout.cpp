@@ -61,4 +61,4 @@ std::int32_t Reactor::deadline_result(const IoOperation& op, std::int32_t res) n
     return op.deadline_ns <= deadline_now_ns() ? kDeadlineResult : res;
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -200,4 +200,4 @@ void PollState::disarm_for_shutdown(const Reactor* local) noexcept {
     // What is left belongs to the runtime shutting down: its frames are destroyed with it.
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

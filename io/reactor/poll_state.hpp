@@ -160,18 +160,18 @@ private:
     /// and takes it off the chain (see "Runtimes").
     static void wake_foreign(PollWaiter*& chain, const Reactor* local) noexcept;
 
-    int fd_;  // -1 only in discard()
+    int fd_;            // -1 only in discard()
     Reactor* reactor_;  // guarded by lock_: the bound runtime's (see "Runtimes")
     // Acquire loads by awaiters; stores and RMWs under lock_ or by CAS (see above).
     std::atomic<std::uint32_t> word_[2] = {kReady, kReady};
     // Acq_rel decrement in release(): the last holder sees every other holder's writes.
     std::atomic<std::uint32_t> refs_{1};
     SpinLock lock_;
-    PollWaiter* head_[2] = {nullptr, nullptr};    // guarded by lock_
-    PollWaiter* tail_[2] = {nullptr, nullptr};    // guarded by lock_
-    Arm arm_ = Arm::kIdle;                         // guarded by lock_
-    bool closed_ = false;                          // guarded by lock_
-    std::atomic<bool> closed_flag_{false};         // the same, for retries that do not lock
+    PollWaiter* head_[2] = {nullptr, nullptr};  // guarded by lock_
+    PollWaiter* tail_[2] = {nullptr, nullptr};  // guarded by lock_
+    Arm arm_ = Arm::kIdle;                      // guarded by lock_
+    bool closed_ = false;                       // guarded by lock_
+    std::atomic<bool> closed_flag_{false};      // the same, for retries that do not lock
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

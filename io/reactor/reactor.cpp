@@ -22,14 +22,15 @@ namespace eddy::detail {
 namespace {
 
 bool waits_for_write(IoKind k) noexcept {
-    return k == IoKind::kWrite || k == IoKind::kWritev || k == IoKind::kSend || k == IoKind::kSendMsg || k == IoKind::kConnect;
+    return k == IoKind::kWrite || k == IoKind::kWritev || k == IoKind::kSend || k == IoKind::kSendMsg ||
+           k == IoKind::kConnect;
 }
 
 bool pollable(IoKind k) noexcept {
     return k != IoKind::kFsync && k != IoKind::kOpenAt && k != IoKind::kPoll && k < IoKind::kStatx;  // kStatx..: paths
 }
 
-} // namespace
+}  // namespace
 
 void Reactor::post(ReactorNode& node) noexcept {
     push(node);
@@ -76,12 +77,9 @@ void Reactor::run() noexcept {
         for (ReactorNode* n = std::exchange(retry_, nullptr); n != nullptr;) {
             ReactorNode* next = n->next;
             auto* op = static_cast<IoOperation*>(n);
-            if (op->cancel_arrived)
-                complete(op, -ECANCELED);
-            else if (op->stage == Operation::Stage::kPolling)
-                submit_poll(op, waits_for_write(op->io));
-            else
-                start_io(op);
+            if (op->cancel_arrived) complete(op, -ECANCELED);
+            else if (op->stage == Operation::Stage::kPolling) submit_poll(op, waits_for_write(op->io));
+            else start_io(op);
             n = next;
         }
         reap();
@@ -134,7 +132,7 @@ void Reactor::handle_node(ReactorNode* node) {
         Operation* op = static_cast<CancelNode*>(node)->target;
         op->cancel_arrived = true;
         switch (op->stage) {
-        case Operation::Stage::kNew:  // the operation's own node comes later
+        case Operation::Stage::kNew:     // the operation's own node comes later
         case Operation::Stage::kQueued:  // on the retry list, which checks cancel_arrived
             return;
         case Operation::Stage::kInFlight:
@@ -239,8 +237,7 @@ void Reactor::start_io(IoOperation* op) {
         io_uring_prep_fsync(sqe, op->fd, op->op_flags);
         break;
     case IoKind::kOpenAt:
-        io_uring_prep_openat(sqe, op->fd, static_cast<const char*>(op->addr), static_cast<int>(op->op_flags),
-                             op->len);
+        io_uring_prep_openat(sqe, op->fd, static_cast<const char*>(op->addr), static_cast<int>(op->op_flags), op->len);
         break;
     case IoKind::kPoll:
         io_uring_prep_poll_add(sqe, op->fd, op->len);
@@ -444,23 +441,17 @@ void Reactor::track(Operation* op) noexcept {
 
 void Reactor::untrack(Operation* op) noexcept {
     if (op->prev_in_flight == nullptr && in_flight_ != op) return;  // not on the list
-    if (op->prev_in_flight != nullptr)
-        op->prev_in_flight->next_in_flight = op->next_in_flight;
-    else
-        in_flight_ = op->next_in_flight;
+    if (op->prev_in_flight != nullptr) op->prev_in_flight->next_in_flight = op->next_in_flight;
+    else in_flight_ = op->next_in_flight;
     if (op->next_in_flight != nullptr) op->next_in_flight->prev_in_flight = op->prev_in_flight;
     op->prev_in_flight = op->next_in_flight = nullptr;
 }
 
 // --- the entry points of eddy/io/detail/operation.hpp ----------------------------------------
 
-Reactor& current_reactor(const char* what) {
-    return static_cast<Reactor&>(require_driver(what));
-}
+Reactor& current_reactor(const char* what) { return static_cast<Reactor&>(require_driver(what)); }
 
-Reactor* this_thread_reactor() noexcept {
-    return static_cast<Reactor*>(this_thread_driver());
-}
+Reactor* this_thread_reactor() noexcept { return static_cast<Reactor*>(this_thread_driver()); }
 
 void submit(Reactor& reactor, Operation& op) noexcept { reactor.post_deferred(op); }
 
@@ -495,4 +486,4 @@ std::unique_ptr<Driver> make_driver(DriverHost& host) {
     return std::make_unique<Reactor>(host, entries);
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

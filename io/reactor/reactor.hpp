@@ -121,11 +121,11 @@ public:
 
 private:
     // user_data values that are not operations (operations are at least 8-aligned).
-    static constexpr std::uint64_t kWakeTag = 1;     // the eventfd read
-    static constexpr std::uint64_t kIgnoreTag = 2;   // ASYNC_CANCEL requests
+    static constexpr std::uint64_t kWakeTag = 1;         // the eventfd read
+    static constexpr std::uint64_t kIgnoreTag = 2;       // ASYNC_CANCEL requests
     static constexpr std::uint64_t kLinkTimeoutTag = 3;  // a deadline's LINK_TIMEOUT (link_timeout.cpp)
-    static constexpr std::uint64_t kPollBit = 4;     // op | kPollBit: a readiness poll for op
-    static constexpr std::uint64_t kStateBit = 1;    // PollState | kStateBit: a socket's multishot poll
+    static constexpr std::uint64_t kPollBit = 4;         // op | kPollBit: a readiness poll for op
+    static constexpr std::uint64_t kStateBit = 1;        // PollState | kStateBit: a socket's multishot poll
     // The longest sleep while a worker runs: bounds how long a batched post can wait.
     static constexpr std::int64_t kUnflushedBoundNs = 1'000'000;
     // While every worker runs, completions wait at most this long to be handed over together
@@ -205,14 +205,14 @@ private:
 
     // Reactor thread only.
     std::vector<std::unique_ptr<TimerQueue>> timer_queues_;  // one per worker
-    std::vector<TimeoutScope*> stops_;  // with_timeouts that expired this round (a reference each)
-    std::vector<void*> ready_;             // frames to resume, pushed in bulk
-    ReactorNode* retry_ = nullptr;         // operations to resubmit (-EINTR, after a poll)
-    Operation* in_flight_ = nullptr;       // list of operations the kernel holds
-    PollState* armed_ = nullptr;           // list of sockets whose poll the kernel holds
-    bool multishot_poll_ = true;           // false once the kernel refused IORING_POLL_ADD_MULTI
-    std::size_t pending_cqes_ = 0;         // completions the kernel still owes us
-    std::uint64_t wake_buf_ = 0;           // the eventfd read's buffer
+    std::vector<TimeoutScope*> stops_;                       // with_timeouts that expired this round (a reference each)
+    std::vector<void*> ready_;                               // frames to resume, pushed in bulk
+    ReactorNode* retry_ = nullptr;                           // operations to resubmit (-EINTR, after a poll)
+    Operation* in_flight_ = nullptr;                         // list of operations the kernel holds
+    PollState* armed_ = nullptr;                             // list of sockets whose poll the kernel holds
+    bool multishot_poll_ = true;                             // false once the kernel refused IORING_POLL_ADD_MULTI
+    std::size_t pending_cqes_ = 0;                           // completions the kernel still owes us
+    std::uint64_t wake_buf_ = 0;                             // the eventfd read's buffer
     bool wake_armed_ = false;
 
     // Statistics (eddy/runtime/metrics.hpp): written by the reactor thread only (gauges at
@@ -226,4 +226,4 @@ private:
 /// The reactor of the runtime whose worker runs the calling thread, or nullptr.
 Reactor* this_thread_reactor() noexcept;
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

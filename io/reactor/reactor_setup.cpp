@@ -33,8 +33,7 @@ namespace {
         int disabled = 0;
         if (f >> disabled && disabled != 0)
             why = "kernel.io_uring_disabled is " + std::to_string(disabled) + " (sysctl)";
-        else
-            why = "permission denied (a seccomp filter or security policy blocks io_uring_setup)";
+        else why = "permission denied (a seccomp filter or security policy blocks io_uring_setup)";
         break;
     }
     case ENOMEM: {
@@ -51,7 +50,7 @@ namespace {
     throw std::system_error(err, std::system_category(), "eddy: io_uring is unavailable: " + why);
 }
 
-} // namespace
+}  // namespace
 
 Reactor::Reactor(DriverHost& host, unsigned ring_entries) : host_(host), virtual_(host.clock_is_virtual()) {
     constexpr unsigned kMaxCqEntries = 65536;  // the kernel's limit (IORING_MAX_CQ_ENTRIES)
@@ -99,7 +98,8 @@ Reactor::Reactor(DriverHost& host, unsigned ring_entries) : host_(host), virtual
     ready_.reserve(256);
     timer_queues_.reserve(host.num_workers());
     const std::int64_t now = host.clock_now_ns();
-    for (std::size_t i = 0; i < host.num_workers(); ++i) timer_queues_.push_back(std::make_unique<TimerQueue>(*this, now));
+    for (std::size_t i = 0; i < host.num_workers(); ++i)
+        timer_queues_.push_back(std::make_unique<TimerQueue>(*this, now));
 }
 
 Reactor::~Reactor() {
@@ -134,4 +134,4 @@ void Reactor::start() {
     pthread_setname_np(thread_.native_handle(), name.c_str());  // visible once the Runtime is built
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

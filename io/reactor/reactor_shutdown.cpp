@@ -73,8 +73,7 @@ void Reactor::drain_for_shutdown() noexcept try {
     while (pending_cqes_ > 0) {
         const int r = io_uring_submit_and_wait(&ring_, 1);
         if (r < 0 && r != -EINTR && r != -EBUSY && r != -EAGAIN && r != -ETIME) {
-            std::fprintf(stderr, "eddy: reactor: waiting for cancelled operations failed: %s\n",
-                         std::strerror(-r));
+            std::fprintf(stderr, "eddy: reactor: waiting for cancelled operations failed: %s\n", std::strerror(-r));
             break;
         }
         reap();
@@ -92,4 +91,4 @@ void Reactor::drain_for_shutdown() noexcept try {
     std::terminate();  // frames still in the kernel's hands cannot be destroyed safely
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -77,8 +77,9 @@ void Reactor::sleep_in_kernel() {
     refresh_coarse_clock(now);  // how long tasks wait, for task dumps (await_trace.hpp)
 #endif
     if (batch) host_.check_watchdog(now);  // long polls, held LIFO slots (runtime/watchdog.hpp)
-    std::int64_t bound =
-        batch ? (unparked == host_.num_workers() ? kBatchWindowNs : kPartialBatchWindowNs) : unparked > 0 ? kUnflushedBoundNs : -1;
+    std::int64_t bound = batch          ? (unparked == host_.num_workers() ? kBatchWindowNs : kPartialBatchWindowNs)
+                         : unparked > 0 ? kUnflushedBoundNs
+                                        : -1;
     // Nothing in the ring but our own wake-up read: no completion to batch, so come back
     // only for the watchdog (and the inbox, at the latest then; timers bound it below).
     if (batch && pending_cqes_ <= (wake_armed_ ? 1u : 0u)) bound = kIdleRingWatchNs;
@@ -99,7 +100,9 @@ void Reactor::sleep_in_kernel() {
     // Seq_cst: pairs with post() and post_deferred() (see reactor.hpp), and with
     // worker_out_of_work() (kSleepingBatch).
     const bool back_soon = bound >= 0 && bound <= kUnflushedBoundNs;
-    sleeping_.store(batch ? kSleepingBatch : back_soon ? kSleepingBounded : kSleepingUnbounded,
+    sleeping_.store(batch       ? kSleepingBatch
+                    : back_soon ? kSleepingBounded
+                                : kSleepingUnbounded,
                     std::memory_order_seq_cst);
     // Seq_cst, after sleeping_: a worker that arms an earlier timer from now on sees wake_at_
     // and wakes us; one that armed it before is seen by the second look below.
@@ -161,4 +164,4 @@ void Reactor::arm_wake() {
     wake_armed_ = true;
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -33,11 +33,9 @@ namespace {
 /// While time cannot move (a blocking call runs), the reactor looks again this often.
 constexpr std::int64_t kVirtualPollNs = 1'000'000;
 
-} // namespace
+}  // namespace
 
-std::int64_t Reactor::timer_now() const noexcept {
-    return virtual_ ? host_.clock_now_ns() : steady_now_ns();
-}
+std::int64_t Reactor::timer_now() const noexcept { return virtual_ ? host_.clock_now_ns() : steady_now_ns(); }
 
 bool Reactor::virtual_time(std::int64_t timer, bool batch, std::int64_t& bound) {
     if (timer <= host_.clock_now_ns()) {  // due already: fire_timers() takes them
@@ -54,7 +52,8 @@ bool Reactor::virtual_time(std::int64_t timer, bool batch, std::int64_t& bound) 
 
 bool Reactor::quiet() const {
     // The order matters: see step 1 above. Seq_cst loads of the idle state and the inbox.
-    return host_.blocking_busy() == 0 && host_.unparked_workers() == 0 && host_.global_depth() == 0 && inbox_.load(std::memory_order_seq_cst) == nullptr;
+    return host_.blocking_busy() == 0 && host_.unparked_workers() == 0 && host_.global_depth() == 0 &&
+           inbox_.load(std::memory_order_seq_cst) == nullptr;
 }
 
 bool Reactor::virtual_step() {
@@ -89,4 +88,4 @@ bool Reactor::virtual_changed(std::int64_t timer, std::uint64_t requests) const 
     return earliest_timer() < timer || host_.clock_requests_posted() != requests;
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

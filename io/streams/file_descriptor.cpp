@@ -19,4 +19,4 @@ void FileDescriptor::reset() noexcept {
     if (fd_ >= 0) ::close(release());
 }
 
-} // namespace eddy::io
+}  // namespace eddy::io

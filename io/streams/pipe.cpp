@@ -15,4 +15,4 @@ Pipe pipe() {
     return Pipe{FileDescriptor(fds[0]), FileDescriptor(fds[1])};
 }
 
-} // namespace eddy::io
+}  // namespace eddy::io

@@ -32,7 +32,7 @@ sigset_t mask_of(std::span<const int> signals) {
     return mask;
 }
 
-} // namespace
+}  // namespace
 
 SignalSet::SignalSet(std::span<const int> signals) {
     const sigset_t mask = mask_of(signals);
@@ -52,13 +52,13 @@ SignalSet::SignalSet(std::span<const int> signals) {
 
 Task<int> SignalSet::wait(std::stop_token token) {
     signalfd_siginfo info{};
-    const std::size_t n = co_await detail::IoAwaiter(
-        {.kind = detail::IoKind::kRead, .fd = fd_.get(), .addr = &info, .len = sizeof info},
-        "eddy::io::SignalSet::wait", std::move(token));
+    const std::size_t n =
+        co_await detail::IoAwaiter({.kind = detail::IoKind::kRead, .fd = fd_.get(), .addr = &info, .len = sizeof info},
+                                   "eddy::io::SignalSet::wait", std::move(token));
     // The kernel hands out whole records only; a short read would be a kernel bug.
     if (n != sizeof info)
         throw std::system_error(std::make_error_code(std::errc::io_error), "eddy::io::SignalSet::wait: short read");
     co_return static_cast<int>(info.ssi_signo);
 }
 
-} // namespace eddy::io
+}  // namespace eddy::io

@@ -20,8 +20,7 @@ IntervalClaim::~IntervalClaim() {
 }
 
 TickAwaiter::TickAwaiter(Interval& interval, std::stop_token token)
-    : claim_(interval, "eddy::Interval::tick"),
-      sleep_(interval.next_, std::move(token), "eddy::Interval::tick") {}
+    : claim_(interval, "eddy::Interval::tick"), sleep_(interval.next_, std::move(token), "eddy::Interval::tick") {}
 
 std::chrono::steady_clock::time_point TickAwaiter::await_resume() {
     // OperationCancelled: the schedule stays as it was.
@@ -30,14 +29,13 @@ std::chrono::steady_clock::time_point TickAwaiter::await_resume() {
     return claim_.interval().take_tick(detail::clock_now());
 }
 
-} // namespace detail
+}  // namespace detail
 
 Interval::Interval(Clock::time_point start, Clock::duration period) : next_(start), period_(period) {
     if (period <= Clock::duration::zero()) throw std::invalid_argument("eddy::Interval: the period must be positive");
 }
 
-Interval::Interval(Interval&& other) noexcept
-    : next_(other.next_), period_(other.period_), missed_(other.missed_) {}
+Interval::Interval(Interval&& other) noexcept : next_(other.next_), period_(other.period_), missed_(other.missed_) {}
 
 Interval& Interval::operator=(Interval&& other) noexcept {
     next_ = other.next_;
@@ -75,4 +73,4 @@ Interval::Clock::time_point Interval::take_tick(Clock::time_point now) noexcept 
     return tick;
 }
 
-} // namespace eddy
+}  // namespace eddy

@@ -65,7 +65,7 @@ ScopeCache* cache() noexcept {
 /// Drops one reference; true when it was the last.
 bool release(TimeoutScope* s) noexcept { return s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1; }
 
-} // namespace
+}  // namespace
 
 TimeoutScope* take_timeout_scope() {
     if (ScopeCache* c = cache()) return c->take();
@@ -90,4 +90,4 @@ void fire_timeout(TimeoutScope* s) noexcept {
     if (release(s)) delete s;  // the with_timeout is gone: not a worker's cache to give it to
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

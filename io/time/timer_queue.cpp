@@ -84,4 +84,4 @@ void TimerQueue::clear() noexcept {
     lock_.unlock();
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

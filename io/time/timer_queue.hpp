@@ -97,4 +97,4 @@ private:
     std::atomic<std::size_t> size_{0};  // written under lock_, read anywhere (relaxed)
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

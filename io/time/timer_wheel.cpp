@@ -21,7 +21,7 @@ int level_for(std::uint64_t elapsed, std::uint64_t when) noexcept {
     return std::min(significant / TimerWheel::kLevelBits, TimerWheel::kLevels - 1);
 }
 
-} // namespace
+}  // namespace
 
 std::int64_t TimerWheel::insert(TimerEntry* e) noexcept {
     e->child = e->next = e->prev = nullptr;
@@ -161,4 +161,4 @@ void TimerWheel::remove_near(TimerEntry* e) noexcept {
     e->child = e->next = e->prev = nullptr;
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

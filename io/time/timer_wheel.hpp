@@ -141,4 +141,4 @@ private:
     TimerEntry* near_ = nullptr;
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -44,7 +44,7 @@ int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const un
     return SSL_TLSEXT_ERR_OK;
 }
 
-} // namespace
+}  // namespace
 
 std::shared_ptr<Context::State> Context::new_state(bool server, const char* what) {
     ERR_clear_error();
@@ -108,4 +108,4 @@ void Context::set_min_version(Version v) {
 ssl_ctx_st* Context::native_handle() const noexcept { return state_->ctx; }
 bool Context::is_server() const noexcept { return state_->server; }
 
-} // namespace eddy::tls
+}  // namespace eddy::tls

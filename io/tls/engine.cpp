@@ -35,12 +35,13 @@ bool is_ip_address(const std::string& name) {
     return inet_pton(AF_INET, name.c_str(), addr) == 1 || inet_pton(AF_INET6, name.c_str(), addr) == 1;
 }
 
-} // namespace
+}  // namespace
 
 Engine::Engine(const Context& ctx, bool server) : ctx_(ctx), in_buf_(kInputBuffer) {
     const char* what = server ? "eddy::tls::Stream::accept" : "eddy::tls::Stream::connect";
     if (ctx.is_server() != server)
-        throw Error(errc::setup, std::string(what) + ": the Context is a " + (server ? "client" : "server") + " context");
+        throw Error(errc::setup,
+                    std::string(what) + ": the Context is a " + (server ? "client" : "server") + " context");
     ERR_clear_error();
     ssl_ = SSL_new(ctx.native_handle());
     in_ = BIO_new(BIO_s_mem());
@@ -53,10 +54,8 @@ Engine::Engine(const Context& ctx, bool server) : ctx_(ctx), in_buf_(kInputBuffe
     }
     BIO_set_mem_eof_return(in_, -1);  // empty is "retry later" until commit_input(0)
     SSL_set_bio(ssl_, in_, out_);     // ssl_ owns them now
-    if (server)
-        SSL_set_accept_state(ssl_);
-    else
-        SSL_set_connect_state(ssl_);
+    if (server) SSL_set_accept_state(ssl_);
+    else SSL_set_connect_state(ssl_);
 }
 
 Engine::~Engine() { SSL_free(ssl_); }
@@ -71,10 +70,13 @@ std::unique_ptr<Engine> Engine::client(const Context& ctx, const std::string& se
         // No SNI for an address (RFC 6066); the certificate must list it as an IP SAN.
         ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(e->ssl_), server_name.c_str()) == 1;
     } else {
-        ok = SSL_set_tlsext_host_name(e->ssl_, server_name.c_str()) == 1 && SSL_set1_host(e->ssl_, server_name.c_str()) == 1;
+        ok = SSL_set_tlsext_host_name(e->ssl_, server_name.c_str()) == 1 &&
+             SSL_set1_host(e->ssl_, server_name.c_str()) == 1;
         SSL_set_hostflags(e->ssl_, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
     }
-    if (!ok) throw Error(errc::setup, "eddy::tls::Stream::connect: server name '" + server_name + "': " + take_openssl_errors());
+    if (!ok)
+        throw Error(errc::setup,
+                    "eddy::tls::Stream::connect: server name '" + server_name + "': " + take_openssl_errors());
     return e;
 }
 
@@ -117,7 +119,8 @@ Engine::Step Engine::handshake(const char* what) {
     if (r == 1) return {Status::kDone};
     Step s = fail(r, what);
     if (s.status == Status::kClosed) {
-        failed_ = std::make_exception_ptr(Error(errc::truncated, std::string(what) + ": the peer closed during the handshake"));
+        failed_ = std::make_exception_ptr(
+            Error(errc::truncated, std::string(what) + ": the peer closed during the handshake"));
         return {Status::kFailed, 0, failed_};
     }
     return s;
@@ -137,7 +140,8 @@ Engine::Step Engine::write(std::span<const std::byte> data, const char* what) {
     std::lock_guard lock(mu_);
     if (failed_) return {Status::kFailed, 0, failed_};
     if ((SSL_get_shutdown(ssl_) & SSL_SENT_SHUTDOWN) != 0)  // not fatal: reading may go on
-        return {Status::kFailed, 0, std::make_exception_ptr(Error(errc::protocol, std::string(what) + ": written after shutdown()"))};
+        return {Status::kFailed, 0,
+                std::make_exception_ptr(Error(errc::protocol, std::string(what) + ": written after shutdown()"))};
     ERR_clear_error();
     std::size_t n = 0;
     const int r = SSL_write_ex(ssl_, data.data(), data.size(), &n);
@@ -208,4 +212,4 @@ std::string Engine::alpn_protocol() const {
     return p == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(p), len);
 }
 
-} // namespace eddy::tls::detail
+}  // namespace eddy::tls::detail

@@ -18,23 +18,27 @@ public:
     const char* name() const noexcept override { return "tls"; }
     std::string message(int code) const override {
         switch (static_cast<errc>(code)) {
-        case errc::protocol: return "TLS protocol error";
-        case errc::certificate: return "TLS peer certificate rejected";
-        case errc::truncated: return "TLS stream truncated: the peer closed without close_notify";
-        case errc::setup: return "TLS context setup failed";
+        case errc::protocol:
+            return "TLS protocol error";
+        case errc::certificate:
+            return "TLS peer certificate rejected";
+        case errc::truncated:
+            return "TLS stream truncated: the peer closed without close_notify";
+        case errc::setup:
+            return "TLS context setup failed";
         }
         return "unknown TLS error " + std::to_string(code);
     }
 };
 
-} // namespace
+}  // namespace
 
 const std::error_category& category() noexcept {
     static const Category instance;
     return instance;
 }
 
-} // namespace eddy::tls
+}  // namespace eddy::tls
 
 namespace eddy::tls::detail {
 
@@ -54,4 +58,4 @@ std::string take_openssl_errors() {
     return text;
 }
 
-} // namespace eddy::tls::detail
+}  // namespace eddy::tls::detail

@@ -13,4 +13,4 @@ namespace eddy::tls::detail {
 /// ("" if none); the queue is empty afterwards.
 std::string take_openssl_errors();
 
-} // namespace eddy::tls::detail
+}  // namespace eddy::tls::detail

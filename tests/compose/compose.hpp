@@ -77,7 +77,8 @@ inline std::atomic<const char*> current_step{""};
 inline void step(const char* s) { current_step.store(s); }
 
 /// A CHECK that names the combinator it ran under.
-#define COMPOSE_CHECK(...) CHECK_MESSAGE((__VA_ARGS__), "under " << std::string(::eddy::test::compose::current_step.load()))
+#define COMPOSE_CHECK(...) \
+    CHECK_MESSAGE((__VA_ARGS__), "under " << std::string(::eddy::test::compose::current_step.load()))
 
 /// What an operation of result R gives a check: R, std::monostate for void.
 template <class R>
@@ -354,8 +355,8 @@ Task<void> blocking_pairs(Hooks<Op>& h) {
     co_await h.recheck();
     step("blocking form, with_stop_token(op, token), stopped while it waits");
     std::stop_source source;
-    auto [cancelled, stopped] = co_await when_all(ends_cancelled(with_stop_token(h.blocking(), source.get_token())),
-                                                  stop_after(source, 1s));
+    auto [cancelled, stopped] =
+        co_await when_all(ends_cancelled(with_stop_token(h.blocking(), source.get_token())), stop_after(source, 1s));
     COMPOSE_CHECK(cancelled);
     co_await h.recheck();
     step("blocking form, with_stop_token(op, token), stopped before");
@@ -462,4 +463,4 @@ void check_all() {
     }
 }
 
-} // namespace eddy::test::compose
+}  // namespace eddy::test::compose

@@ -44,7 +44,10 @@ struct Fifo {
 
 struct FileRead : Fifo {
     std::array<std::byte, 64> buf{};
-    Task<void> arm() { put(fd, "abc"); co_return; }
+    Task<void> arm() {
+        put(fd, "abc");
+        co_return;
+    }
     auto completing() { return file->read(buf); }
     void check(std::size_t n) { COMPOSE_CHECK(text(std::span(buf).first(n)) == "abc"); }
     auto blocking() { return file->read(buf); }
@@ -63,7 +66,10 @@ struct FileWrite : Fifo {
     }
     auto completing() { return file->write(bytes("hello")); }
     void check(std::size_t n) { COMPOSE_CHECK((n == 5 && drain_pipe(fd) == "hello")); }
-    Task<void> hold() { fill_pipe(fd); co_return; }
+    Task<void> hold() {
+        fill_pipe(fd);
+        co_return;
+    }
     auto blocking() { return file->write(bytes("hello")); }
     Task<void> recheck() {
         COMPOSE_CHECK(pipe_bytes(fd) == pipe_capacity(fd));  // the cancelled write wrote nothing
@@ -86,4 +92,4 @@ struct ReadFile {
 };
 TEST_CASE("fs: fs::read_file") { check_all<ReadFile>(); }
 
-} // namespace
+}  // namespace

@@ -45,10 +45,16 @@ TEST_CASE("io: io::read on a pipe") { check_all<PipeRead>(); }
 struct PipeWrite {
     eddy::io::Pipe p = eddy::io::pipe();
     PipeWrite() { shrink_pipe(p.write_end.get()); }
-    Task<void> arm() { drain_pipe(p.read_end.get()); co_return; }
+    Task<void> arm() {
+        drain_pipe(p.read_end.get());
+        co_return;
+    }
     auto completing() { return eddy::io::write(p.write_end.get(), bytes("hello")); }
     void check(std::size_t n) { COMPOSE_CHECK((n == 5 && drain_pipe(p.read_end.get()) == "hello")); }
-    Task<void> hold() { fill_pipe(p.write_end.get()); co_return; }
+    Task<void> hold() {
+        fill_pipe(p.write_end.get());
+        co_return;
+    }
     auto blocking() { return eddy::io::write(p.write_end.get(), bytes("hello")); }
     Task<void> recheck() {
         // The cancelled write wrote nothing: the pipe holds the fill, then takes "hello".
@@ -63,7 +69,10 @@ TEST_CASE("io: io::write on a pipe") { check_all<PipeWrite>(); }
 
 struct Readable {
     eddy::io::Pipe p = eddy::io::pipe();
-    Task<void> arm() { put(p.write_end.get(), "r"); co_return; }
+    Task<void> arm() {
+        put(p.write_end.get(), "r");
+        co_return;
+    }
     auto completing() { return eddy::io::readable(p.read_end.get()); }
     void check(unsigned ev) { COMPOSE_CHECK(((ev & POLLIN) != 0 && drain_pipe(p.read_end.get()) == "r")); }
     auto blocking() { return eddy::io::readable(p.read_end.get()); }
@@ -79,10 +88,16 @@ TEST_CASE("io: io::readable") { check_all<Readable>(); }
 struct Writable {
     eddy::io::Pipe p = eddy::io::pipe();
     Writable() { shrink_pipe(p.write_end.get()); }
-    Task<void> arm() { drain_pipe(p.read_end.get()); co_return; }
+    Task<void> arm() {
+        drain_pipe(p.read_end.get());
+        co_return;
+    }
     auto completing() { return eddy::io::writable(p.write_end.get()); }
     void check(unsigned ev) { COMPOSE_CHECK((ev & POLLOUT) != 0); }
-    Task<void> hold() { fill_pipe(p.write_end.get()); co_return; }
+    Task<void> hold() {
+        fill_pipe(p.write_end.get());
+        co_return;
+    }
     auto blocking() { return eddy::io::writable(p.write_end.get()); }
     Task<void> recheck() {
         drain_pipe(p.read_end.get());
@@ -103,10 +118,16 @@ struct Reader {
 
 struct ReadLine : Reader {
     std::string line;
-    Task<void> arm() { put(w, "line\n"); co_return; }
+    Task<void> arm() {
+        put(w, "line\n");
+        co_return;
+    }
     auto completing() { return reader.read_line(line); }
     void check(bool got) { COMPOSE_CHECK((got && line == "line")); }
-    Task<void> hold() { put(w, "half"); co_return; }  // the blocking read_line takes it in, then waits
+    Task<void> hold() {
+        put(w, "half");
+        co_return;
+    }  // the blocking read_line takes it in, then waits
     auto blocking() { return reader.read_line(line); }
     Task<void> recheck() {
         // What the cancelled read_line had read stays buffered: the line comes out whole.
@@ -119,7 +140,10 @@ struct ReadLine : Reader {
 TEST_CASE("io: BufReader::read_line") { check_all<ReadLine>(); }
 
 struct FillBuf : Reader {
-    Task<void> arm() { put(w, "abc"); co_return; }
+    Task<void> arm() {
+        put(w, "abc");
+        co_return;
+    }
     auto completing() { return reader.fill_buf(); }
     void check(std::span<const std::byte> b) {
         COMPOSE_CHECK(text(b) == "abc");
@@ -160,4 +184,4 @@ struct Flush {
 };
 TEST_CASE("io: BufWriter::flush") { check_all<Flush>(); }
 
-} // namespace
+}  // namespace

@@ -102,7 +102,8 @@ struct FullEnds : Ends<S, MakePair> {
         co_await arm();
         std::vector<char> chunk(16384, 'f');
         for (;;) {
-            const ssize_t n = ::send(this->writer->native_handle(), chunk.data(), chunk.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+            const ssize_t n =
+                ::send(this->writer->native_handle(), chunk.data(), chunk.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
             if (n < 0 && errno == EAGAIN) break;
             if (n < 0) throw std::system_error(errno, std::system_category(), "send");
             filled += static_cast<std::size_t>(n);
@@ -149,7 +150,9 @@ struct TcpReadVectored : Ends<TcpStream, tcp_pair> {
     std::array<iovec, 2> iov = {iovec{a.data(), a.size()}, iovec{b.data(), b.size()}};
     Task<void> arm() { co_await writer->write_all("abcdef"); }
     auto completing() { return reader->read_vectored(iov); }
-    void check(std::size_t n) { COMPOSE_CHECK((n == 6 && std::string(a.data(), 3) + std::string(b.data(), 3) == "abcdef")); }
+    void check(std::size_t n) {
+        COMPOSE_CHECK((n == 6 && std::string(a.data(), 3) + std::string(b.data(), 3) == "abcdef"));
+    }
     auto blocking() { return reader->read_vectored(iov); }
     Task<void> recheck() {
         co_await writer->write_all("xy");
@@ -263,4 +266,4 @@ struct UnixListenerAccept {
 };
 TEST_CASE("net: UnixListener::accept") { check_all<UnixListenerAccept>(); }
 
-} // namespace
+}  // namespace

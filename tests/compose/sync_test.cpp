@@ -24,7 +24,10 @@ struct MutexLock {
     std::optional<eddy::MutexGuard> held;  // another party's hold, in the blocking form
     auto completing() { return mutex.lock(); }
     void check(eddy::MutexGuard g) { COMPOSE_CHECK((g.owns_lock() && mutex.is_locked())); }
-    Task<void> hold() { held = mutex.try_lock(); co_return; }
+    Task<void> hold() {
+        held = mutex.try_lock();
+        co_return;
+    }
     auto blocking() { return mutex.lock(); }
     Task<void> recheck() {
         COMPOSE_CHECK(mutex.waiters() == 0);
@@ -41,7 +44,10 @@ struct RwLockRead {
     std::optional<eddy::RwLock::WriteGuard> writer;
     auto completing() { return lock.read(); }
     void check(eddy::RwLock::ReadGuard g) { COMPOSE_CHECK((g.owns_lock() && lock.readers() == 1)); }
-    Task<void> hold() { writer = lock.try_write(); co_return; }
+    Task<void> hold() {
+        writer = lock.try_write();
+        co_return;
+    }
     auto blocking() { return lock.read(); }
     Task<void> recheck() {
         COMPOSE_CHECK((lock.waiters() == 0 && lock.readers() == 0 && lock.is_write_locked()));
@@ -58,7 +64,10 @@ struct RwLockWrite {
     std::optional<eddy::RwLock::ReadGuard> reader;
     auto completing() { return lock.write(); }
     void check(eddy::RwLock::WriteGuard g) { COMPOSE_CHECK((g.owns_lock() && lock.is_write_locked())); }
-    Task<void> hold() { reader = lock.try_read(); co_return; }
+    Task<void> hold() {
+        reader = lock.try_read();
+        co_return;
+    }
     auto blocking() { return lock.write(); }
     Task<void> recheck() {
         // A writer that gave up no longer keeps new readers out.
@@ -71,7 +80,10 @@ TEST_CASE("sync: RwLock::write") { check_all<RwLockWrite>(); }
 
 struct SemaphoreAcquire {
     eddy::Semaphore sem{0};
-    Task<void> arm() { sem.release(1); co_return; }
+    Task<void> arm() {
+        sem.release(1);
+        co_return;
+    }
     auto completing() { return sem.acquire(); }
     void check(std::monostate) { COMPOSE_CHECK(sem.available() == 0); }
     auto blocking() { return sem.acquire(); }
@@ -86,7 +98,10 @@ TEST_CASE("sync: Semaphore::acquire") { check_all<SemaphoreAcquire>(); }
 
 struct NotifyNotified {
     eddy::Notify notify;
-    Task<void> arm() { notify.notify_one(); co_return; }  // the stored permit
+    Task<void> arm() {
+        notify.notify_one();
+        co_return;
+    }  // the stored permit
     auto completing() { return notify.notified(); }
     void check(std::monostate) { COMPOSE_CHECK(notify.waiters() == 0); }
     auto blocking() { return notify.notified(); }
@@ -110,7 +125,10 @@ struct BarrierWait {
     }
     auto completing() { return barrier.arrive_and_wait(); }
     void check(eddy::BarrierResult) { COMPOSE_CHECK(barrier.generation() == generation + 1); }
-    Task<void> hold() { generation = barrier.generation(); co_return; }
+    Task<void> hold() {
+        generation = barrier.generation();
+        co_return;
+    }
     auto blocking() { return barrier.arrive_and_wait(); }
     Task<void> recheck() {
         // The cancelled arrival was withdrawn: the generation waits for two new ones.
@@ -126,7 +144,10 @@ struct EventWait {
     auto completing() { return set.operator co_await(); }
     void check(std::monostate) {}
     auto blocking() { return unset.operator co_await(); }
-    Task<void> recheck() { COMPOSE_CHECK(!unset.is_set()); co_return; }
+    Task<void> recheck() {
+        COMPOSE_CHECK(!unset.is_set());
+        co_return;
+    }
 };
 TEST_CASE("sync: Event (co_await event)") { check_all<EventWait>(); }
 
@@ -150,16 +171,25 @@ struct LatchWait {
     auto completing() { return open.wait(); }
     void check(std::monostate) {}
     auto blocking() { return closed.wait(); }
-    Task<void> recheck() { COMPOSE_CHECK(!closed.try_wait()); co_return; }
+    Task<void> recheck() {
+        COMPOSE_CHECK(!closed.try_wait());
+        co_return;
+    }
 };
 TEST_CASE("sync: Latch::wait") { check_all<LatchWait>(); }
 
 struct LatchArriveAndWait {
     std::optional<eddy::Latch> latch;  // a new one per run: a latch is used once
-    Task<void> arm() { latch.emplace(1); co_return; }
+    Task<void> arm() {
+        latch.emplace(1);
+        co_return;
+    }
     auto completing() { return latch->arrive_and_wait(); }
     void check(std::monostate) { COMPOSE_CHECK(latch->try_wait()); }
-    Task<void> hold() { latch.emplace(2); co_return; }
+    Task<void> hold() {
+        latch.emplace(2);
+        co_return;
+    }
     auto blocking() { return latch->arrive_and_wait(); }
     Task<void> recheck() {
         // The arrival stays (a cancellation never undoes it): one more opens the latch.
@@ -174,7 +204,10 @@ struct ChannelSend {
     eddy::Channel<int> channel{1};
     auto completing() { return channel.send(5); }
     void check(std::monostate) { COMPOSE_CHECK(channel.try_receive() == 5); }
-    Task<void> hold() { COMPOSE_CHECK(channel.try_send(1)); co_return; }  // full
+    Task<void> hold() {
+        COMPOSE_CHECK(channel.try_send(1));
+        co_return;
+    }  // full
     auto blocking() { return channel.send(2); }
     Task<void> recheck() {
         // The cancelled send put nothing in: the channel holds the first value only.
@@ -186,7 +219,10 @@ TEST_CASE("sync: Channel::send") { check_all<ChannelSend>(); }
 
 struct ChannelReceive {
     eddy::Channel<int> channel{4};
-    Task<void> arm() { COMPOSE_CHECK(channel.try_send(7)); co_return; }
+    Task<void> arm() {
+        COMPOSE_CHECK(channel.try_send(7));
+        co_return;
+    }
     auto completing() { return channel.receive(); }
     void check(std::optional<int> v) { COMPOSE_CHECK(v == 7); }
     auto blocking() { return channel.receive(); }
@@ -200,7 +236,10 @@ TEST_CASE("sync: Channel::receive") { check_all<ChannelReceive>(); }
 
 struct UnboundedReceive {
     eddy::UnboundedChannel<int> channel;
-    Task<void> arm() { channel.send(7); co_return; }
+    Task<void> arm() {
+        channel.send(7);
+        co_return;
+    }
     auto completing() { return channel.receive(); }
     void check(std::optional<int> v) { COMPOSE_CHECK(v == 7); }
     auto blocking() { return channel.receive(); }
@@ -220,10 +259,17 @@ struct OneshotReceive {
         tx.emplace(std::move(s));
         rx.emplace(std::move(r));
     }
-    Task<void> arm() { fresh(); tx->send(7); co_return; }
+    Task<void> arm() {
+        fresh();
+        tx->send(7);
+        co_return;
+    }
     auto completing() { return std::move(*rx); }  // the receiver is the awaitable
     void check(int v) { COMPOSE_CHECK(v == 7); }
-    Task<void> hold() { fresh(); co_return; }
+    Task<void> hold() {
+        fresh();
+        co_return;
+    }
     auto blocking() { return std::move(*rx); }
     Task<void> recheck() {
         // The combinator owned the receiver and dropped it: the sender sees that.
@@ -235,7 +281,10 @@ TEST_CASE("sync: oneshot::Receiver") { check_all<OneshotReceive>(); }
 
 struct BroadcastReceive {
     std::pair<eddy::broadcast::Sender<int>, eddy::broadcast::Receiver<int>> ends = eddy::broadcast::channel<int>(4);
-    Task<void> arm() { ends.first.send(3); co_return; }
+    Task<void> arm() {
+        ends.first.send(3);
+        co_return;
+    }
     auto completing() { return ends.second.receive(); }
     void check(std::optional<int> v) { COMPOSE_CHECK(v == 3); }
     auto blocking() { return ends.second.receive(); }
@@ -250,7 +299,10 @@ TEST_CASE("sync: broadcast::Receiver::receive") { check_all<BroadcastReceive>();
 struct WatchChanged {
     std::pair<eddy::watch::Sender<int>, eddy::watch::Receiver<int>> ends = eddy::watch::channel<int>(0);
     int next = 0;
-    Task<void> arm() { ends.first.send(++next); co_return; }
+    Task<void> arm() {
+        ends.first.send(++next);
+        co_return;
+    }
     auto completing() { return ends.second.changed(); }
     void check(std::monostate) { COMPOSE_CHECK(*ends.second.borrow_and_update() == next); }
     auto blocking() { return ends.second.changed(); }
@@ -301,7 +353,10 @@ TEST_CASE("sync: spawn_blocking's JoinHandle") { check_all<SpawnBlocking>(); }
 struct JoinSetNext {
     eddy::JoinSet<int> set;
     eddy::Event never;
-    Task<void> arm() { set.spawn(forty_two()); co_return; }
+    Task<void> arm() {
+        set.spawn(forty_two());
+        co_return;
+    }
     auto completing() { return set.join_next(); }
     void check(std::optional<int> v) { COMPOSE_CHECK(v == 42); }
     Task<void> hold() {
@@ -324,4 +379,4 @@ struct YieldNow {
 };
 TEST_CASE("sync: yield_now") { check_all<YieldNow>(); }
 
-} // namespace
+}  // namespace

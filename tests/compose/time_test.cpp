@@ -38,7 +38,7 @@ struct IntervalTick {
     eddy::Runtime* rt = nullptr;
     std::optional<eddy::Interval> every;
     Clock::time_point next;  // the tick the next tick() gives
-    Task<void> arm() {  // a new schedule whose first tick is due now
+    Task<void> arm() {       // a new schedule whose first tick is due now
         next = rt->now();
         every.emplace(next, 1h);
         co_return;
@@ -60,4 +60,4 @@ struct IntervalTick {
 };
 TEST_CASE("time: Interval::tick") { check_all<IntervalTick>(); }
 
-} // namespace
+}  // namespace

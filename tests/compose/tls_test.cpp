@@ -81,4 +81,4 @@ struct TlsWriteAll : Written {
 };
 TEST_CASE("tls: tls::Stream::write_all") { check_all<TlsWriteAll>(); }
 
-} // namespace
+}  // namespace

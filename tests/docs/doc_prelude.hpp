@@ -42,10 +42,10 @@ using namespace std::chrono_literals;
 // The stand-ins of a fragment: a connected stream, a bound listener, an address, a buffer,
 // a line of text and the runtime. A fragment may declare the same names again (it runs in a
 // block nested in the function, so its own declaration shadows the stand-in).
-#define EDDY_DOC_STANDINS                                                                   \
-    [[maybe_unused]] eddy::net::TcpStream& stream, [[maybe_unused]] eddy::net::TcpListener& listener, \
-        [[maybe_unused]] eddy::net::SocketAddr addr, [[maybe_unused]] std::span<std::byte> buf, \
-        [[maybe_unused]] std::string line, [[maybe_unused]] eddy::Runtime& rt
+#define EDDY_DOC_STANDINS                                                                             \
+    [[maybe_unused]] eddy::net::TcpStream &stream, [[maybe_unused]] eddy::net::TcpListener &listener, \
+        [[maybe_unused]] eddy::net::SocketAddr addr, [[maybe_unused]] std::span<std::byte> buf,       \
+        [[maybe_unused]] std::string line, [[maybe_unused]] eddy::Runtime &rt
 
 namespace eddy_doc {
 
@@ -71,7 +71,7 @@ int call_main(F& f, int argc, char** argv) {
 }
 
 struct Program {
-    int line;                      // the line of the block's opening fence
+    int line;  // the line of the block's opening fence
     int (*entry)(int, char**);
     bool norun;
 };
@@ -109,8 +109,8 @@ int run_all(const char* file, int blocks, const Program (&programs)[N], int argc
             ++ran;
         }
     }
-    std::printf("%s: %d C++ blocks compiled, %d programs passed, %d skipped, %d failed\n", file,
-                blocks, ran, skipped, failed);
+    std::printf("%s: %d C++ blocks compiled, %d programs passed, %d skipped, %d failed\n", file, blocks, ran, skipped,
+                failed);
     if (failed != 0) return 1;
     return ran == 0 && skipped != 0 ? 77 : 0;
 }

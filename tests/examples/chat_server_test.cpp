@@ -76,7 +76,7 @@ std::string numbered_line(const std::string& who, int i, std::size_t size = 0) {
     return line;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("chat_server: rooms, order, the sender's own line, nothing across rooms") {
     ServerProcess server(kChatServer);

@@ -194,4 +194,4 @@ private:
     LineReader lines_;
 };
 
-} // namespace eddy::test::chat
+}  // namespace eddy::test::chat

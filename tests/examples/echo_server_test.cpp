@@ -81,8 +81,8 @@ std::vector<std::string> echo_all(const std::vector<int>& clients, const std::ve
         for (std::size_t k = 0; k < fds.size(); ++k) {
             const std::size_t i = who[k];
             if ((fds[k].revents & POLLOUT) != 0) {
-                const ssize_t w = ::send(clients[i], messages[i].data() + sent[i],
-                                         messages[i].size() - sent[i], MSG_NOSIGNAL);
+                const ssize_t w =
+                    ::send(clients[i], messages[i].data() + sent[i], messages[i].size() - sent[i], MSG_NOSIGNAL);
                 if (w > 0) sent[i] += static_cast<std::size_t>(w);
                 else if (errno != EAGAIN && errno != EINTR) FAIL("send: " << std::string(std::strerror(errno)));
             }
@@ -119,7 +119,7 @@ std::string pattern(std::size_t size, unsigned seed) {
     return s;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("echo_server announces itself and echoes many clients at once") {
     Server server({"--port", "0", "--workers", "2"});
@@ -351,7 +351,7 @@ void shutdown_on(int sig, const char* name, std::size_t open) {
     CHECK(server.rest_of_output() == expected);
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("SIGTERM: every open connection is closed and the server exits with status 0") {
     shutdown_on(SIGTERM, "SIGTERM", 6);

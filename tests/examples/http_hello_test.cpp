@@ -108,7 +108,7 @@ std::string get(const std::string& target, const std::string& extra = "") {
     return "GET " + target + " HTTP/1.1\r\nHost: localhost\r\n" + extra + "\r\n";
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("http_hello: keep-alive, pipelining, HEAD, bodies, 404/405, closing, bad input; then wrk") {
     eddy::test::child::ServerProcess server(kHttpHello);
@@ -138,8 +138,9 @@ TEST_CASE("http_hello: keep-alive, pipelining, HEAD, bodies, 404/405, closing, b
         CHECK(r[0].status == "405 Method Not Allowed");
         CHECK(r[1].status == "200 OK");
         // HEAD, then GET: the HEAD answer's head is followed at once by the GET's answer.
-        const std::string head_answer = "HTTP/1.1 200 OK\r\nServer: eddy\r\nContent-Type: text/plain\r\n"
-                                        "Content-Length: 13\r\n\r\n";
+        const std::string head_answer =
+            "HTTP/1.1 200 OK\r\nServer: eddy\r\nContent-Type: text/plain\r\n"
+            "Content-Length: 13\r\n\r\n";
         const std::string expected = head_answer + head_answer + "Hello, world!";
         CHECK(c.request_bytes("HEAD / HTTP/1.1\r\n\r\n" + get("/"), expected.size()) == expected);
         // Content-Length twice with one value is one Content-Length (RFC 9110 section 8.6).
@@ -186,7 +187,7 @@ TEST_CASE("http_hello: keep-alive, pipelining, HEAD, bodies, 404/405, closing, b
             {"POST / HTTP/1.1\r\nContent-Length: 18446744073709551616\r\n\r\n", "400 Bad Request"},  // 2^64
             {"POST / HTTP/1.1\r\nContent-Length : 5\r\n\r\nhello", "400 Bad Request"},
             {"POST / HTTP/1.1\r\nHost: x\r\n Content-Length: 5\r\n\r\nhello", "400 Bad Request"},  // folded
-            {"POST / HTTP/1.1\r\nContent-Length: 1048577\r\n\r\n", "413 Content Too Large"},  // 1 MiB + 1
+            {"POST / HTTP/1.1\r\nContent-Length: 1048577\r\n\r\n", "413 Content Too Large"},       // 1 MiB + 1
             {"POST / HTTP/1.1\r\nContent-Length: 18446744073709551615\r\n\r\n", "413 Content Too Large"},
         };
         for (const Case& k : cases) {

@@ -116,7 +116,7 @@ bool server_read_everything(std::uint16_t port, std::size_t count) {
     return drained == count;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("kv_server: commands, pipelining, errors; then redis-benchmark") {
     eddy::test::child::ServerProcess server(kKvServer);
@@ -151,8 +151,7 @@ TEST_CASE("kv_server: commands, pipelining, errors; then redis-benchmark") {
     SUBCASE("a command sent one byte at a time") {
         Client c(port);
         const std::string request = command({"SET", "slow", "value"});
-        for (std::size_t i = 0; i + 1 < request.size(); ++i)
-            REQUIRE(::send(c.fd(), &request[i], 1, MSG_NOSIGNAL) == 1);
+        for (std::size_t i = 0; i + 1 < request.size(); ++i) REQUIRE(::send(c.fd(), &request[i], 1, MSG_NOSIGNAL) == 1);
         CHECK(ask(c, request.substr(request.size() - 1), "+OK\r\n") == "+OK\r\n");
         CHECK(ask(c, command({"GET", "slow"}), bulk("value")) == bulk("value"));
     }
@@ -240,10 +239,10 @@ TEST_CASE("kv_server: commands, pipelining, errors; then redis-benchmark") {
             return;
         }
         const eddy::test::child::Program kRedisBenchmark{"redis-benchmark", "EDDY_REDIS_BENCHMARK", {}};
-        eddy::test::child::ChildProcess load(
-            kRedisBenchmark,
-            {"-h", "127.0.0.1", "-p", std::to_string(port), "-n", "2000", "-c", "4", "-P", "4", "-t", "set,get,ping", "-q"},
-            {});
+        eddy::test::child::ChildProcess load(kRedisBenchmark,
+                                             {"-h", "127.0.0.1", "-p", std::to_string(port), "-n", "2000", "-c", "4",
+                                              "-P", "4", "-t", "set,get,ping", "-q"},
+                                             {});
         const std::optional<Exit> e = load.wait_exit();
         REQUIRE(e.has_value());
         CHECK(e->status == 0);

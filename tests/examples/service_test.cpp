@@ -60,14 +60,15 @@ void check_metrics_block(const std::string& block, const std::string& title, std
     INFO("metrics block:\n" << block);
     CHECK(block.find("service: " + title + ":\nruntime: workers=" + std::to_string(workers) + " ") !=
           std::string::npos);
-    for (std::size_t i = 0; i < workers; ++i) CHECK(block.find("\nworker " + std::to_string(i) + ": polled=") != std::string::npos);
+    for (std::size_t i = 0; i < workers; ++i)
+        CHECK(block.find("\nworker " + std::to_string(i) + ": polled=") != std::string::npos);
     CHECK(block.find("\nworker " + std::to_string(workers) + ":") == std::string::npos);
     CHECK(block.find("\nscheduling_delay: count=") != std::string::npos);
     CHECK(block.find("\nreactor: operations=") != std::string::npos);
     CHECK(block.find("\nblocking: threads=") != std::string::npos);
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("service answers PING, STATS and echoes upper-cased, on several connections") {
     Service service({"EDDY_WORKERS=2"});
@@ -182,7 +183,7 @@ void shutdown_on(int sig, const char* name, std::size_t open) {
     CHECK(std::count(block.begin(), block.end(), '\n') == 1 + 1 + 1 + 2 + 1 + 1);
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("SIGTERM with open connections: each closes, final metrics, exit status 0") {
     shutdown_on(SIGTERM, "SIGTERM", 4);

@@ -43,7 +43,7 @@ bool exists(const std::string& p) {
     return ::lstat(p.c_str(), &st) == 0;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("create_dir, create_dir_all and what is in the way") {
     Runtime rt(RuntimeConfig{.workers = 1});

@@ -69,7 +69,7 @@ Task<Created> create(std::string path) {
     co_return c;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("open with O_CREAT creates the file with the mode asked for; O_EXCL refuses an existing one") {
     TempDir dir;
@@ -128,7 +128,7 @@ Task<Offsets> offsets(std::string path) {
     co_return o;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("write_at and read_at at offsets; a hole reads as zeros; at or past the end a read gives 0") {
     TempDir dir;
@@ -169,7 +169,7 @@ Task<std::vector<std::byte>> write_all_then_read(std::string path, const std::ve
     co_return back;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("write_all_at of 3 MiB at an offset, fsync, and the bytes read back") {
     TempDir dir;
@@ -205,9 +205,8 @@ Task<Misuse> misuse(std::string dir, std::string existing) {
     }
     {
         File ro = co_await File::open(existing, O_RDONLY);
-        m.write_read_only = co_await error_of([](File& f) -> Task<std::size_t> {
-            co_return co_await f.write_at(bytes("x"), 0);
-        }(ro));
+        m.write_read_only =
+            co_await error_of([](File& f) -> Task<std::size_t> { co_return co_await f.write_at(bytes("x"), 0); }(ro));
     }
     {
         auto p = eddy::io::pipe();
@@ -218,9 +217,8 @@ Task<Misuse> misuse(std::string dir, std::string existing) {
     f.close();
     m.handle_after_close = f.native_handle();
     std::array<std::byte, 4> buf;
-    m.after_close_read = co_await error_of([](File& file, std::span<std::byte> b) -> Task<std::size_t> {
-        co_return co_await file.read_at(b, 0);
-    }(f, buf));
+    m.after_close_read = co_await error_of(
+        [](File& file, std::span<std::byte> b) -> Task<std::size_t> { co_return co_await file.read_at(b, 0); }(f, buf));
     m.after_close_write = co_await error_of(f.write_all_at(bytes("x"), 0));
     m.after_close_fsync = co_await error_of(f.fsync());
     try {
@@ -231,7 +229,7 @@ Task<Misuse> misuse(std::string dir, std::string existing) {
     co_return m;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("file errors: ENOENT, EISDIR, EBADF (wrong mode, closed), EINVAL (fsync of a pipe)") {
     TempDir dir;
@@ -268,7 +266,7 @@ Task<std::pair<std::error_code, bool>> close_reports_ebadf(std::string path) {
     co_return std::pair{ec, f.native_handle() == -1};
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("close() reports the error of close(2) and leaves the File empty either way") {
     TempDir dir;

@@ -53,7 +53,7 @@ std::error_code code_of(Runtime& rt, auto task, std::string* what = nullptr) {
     return {};
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("rename and remove_file, and their errors") {
     Runtime rt(RuntimeConfig{.workers = 1});
@@ -106,7 +106,8 @@ TEST_CASE("OpenOptions: append, create_new, truncate, and combinations that cann
     CHECK_THROWS_AS(OpenOptions().read(true).create(true).flags(), std::invalid_argument);
     CHECK_THROWS_AS(OpenOptions().append(true).truncate(true).flags(), std::invalid_argument);
     std::string what;
-    CHECK(code_of(rt, OpenOptions().read(true).open(dir.file("missing")), &what) == std::errc::no_such_file_or_directory);
+    CHECK(code_of(rt, OpenOptions().read(true).open(dir.file("missing")), &what) ==
+          std::errc::no_such_file_or_directory);
     CHECK(what.find("missing") != std::string::npos);
 }
 

@@ -55,7 +55,7 @@ off_t size_on_disk(const std::string& path) {
     return st.st_size;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("write_file then read_file gives the same bytes, at every size around the buffer's growth") {
     TempDir dir;
@@ -151,7 +151,7 @@ Task<Errors> errors(std::string dir) {
     co_return e;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("read_file and write_file errors: ENOENT for a missing file or directory, EISDIR for a directory") {
     TempDir dir;

@@ -57,11 +57,10 @@ eddy::Task<void> main_task() {
     eddy::JoinHandle<void> server = eddy::spawn(echo_once(std::move(listener)));
     auto [echo, sum, slept] = co_await eddy::when_all(round_trip(addr), channel_sum(), nap());
     co_await std::move(server);
-    std::printf("hello from eddy: echo=%s sum=%d slept=%s\n", echo.c_str(), sum,
-                slept ? "yes" : "no");
+    std::printf("hello from eddy: echo=%s sum=%d slept=%s\n", echo.c_str(), sum, slept ? "yes" : "no");
 }
 
-} // namespace
+}  // namespace
 
 int main() {
     try {

@@ -47,12 +47,10 @@ using eddy::test::text;
 namespace {
 
 template <class S>
-constexpr bool kStreamOpsMove = kMovable<decltype(ref<S>().read(some_buf()))> &&
-                                kMovable<decltype(ref<S>().write(some_data()))> &&
-                                kMovable<decltype(ref<S>().write_all(some_data()))> &&
-                                kMovable<decltype(ref<S>().write_all(std::string_view("x")))> &&
-                                kMovable<decltype(ref<S>().read_vectored(some_iov()))> &&
-                                kMovable<decltype(ref<S>().write_vectored(some_iov()))>;
+constexpr bool kStreamOpsMove = kMovable<decltype(ref<S>().read(some_buf()))>&&
+    kMovable<decltype(ref<S>().write(some_data()))>&& kMovable<decltype(ref<S>().write_all(some_data()))>&&
+        kMovable<decltype(ref<S>().write_all(std::string_view("x")))>&& kMovable<decltype(ref<S>().read_vectored(
+            some_iov()))>&& kMovable<decltype(ref<S>().write_vectored(some_iov()))>;
 static_assert(kStreamOpsMove<TcpStream>);
 static_assert(kStreamOpsMove<UnixStream>);
 static_assert(kMovable<decltype(ref<eddy::io::BufReader<TcpStream>>().fill_buf())>);
@@ -71,7 +69,7 @@ Task<void> write_later(S& s, std::string v) {
     co_await s.write_all(bytes(v));
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("net/awaiter_move") {
 
@@ -152,4 +150,4 @@ TEST_CASE("socket operations moved and dropped unawaited leave the socket as it 
     CHECK(got == "later");
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("net/awaiter_move")

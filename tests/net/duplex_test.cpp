@@ -56,9 +56,9 @@ Task<void> echo_until_end(S& s) {
 
 /// What the reader and the writer of one stream did.
 struct Duplex {
-    std::size_t written = 0;              // the writer's
-    std::vector<std::byte> received;      // the reader's
-    std::size_t read_while_writing = 0;   // the reader's: bytes it got before the writer was done
+    std::size_t written = 0;             // the writer's
+    std::vector<std::byte> received;     // the reader's
+    std::size_t read_while_writing = 0;  // the reader's: bytes it got before the writer was done
 };
 
 template <class S>
@@ -111,7 +111,7 @@ std::array<std::size_t, 256> histogram(std::span<const std::byte> data) {
     return h;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("TcpStream: one task reads while another writes, 8 MiB each way through an echo, on two workers") {
     const std::vector<std::byte> payload = eddy::test::pattern(kBig, 11);
@@ -143,23 +143,26 @@ TEST_CASE("two readers at once on one TcpStream: every byte reaches exactly one 
     const std::vector<std::byte> payload = eddy::test::pattern(std::size_t{1} << 20, 13);
     auto listener = TcpListener::bind(SocketAddr::loopback_v4(0));
     Runtime rt(RuntimeConfig{.workers = 2});
-    const auto [a, b] = run(rt, [](TcpListener& l, std::span<const std::byte> p)
-                                    -> Task<std::pair<std::vector<std::byte>, std::vector<std::byte>>> {
-        eddy::test::Connection c = co_await eddy::test::connect_pair(l);
-        auto drain = [](TcpStream& s) -> Task<std::vector<std::byte>> {
-            std::vector<std::byte> got;
-            std::array<std::byte, 4096> buf;
-            for (std::size_t n; (n = co_await s.read(buf)) != 0;) got.insert(got.end(), buf.begin(), buf.begin() + n);
-            co_return got;  // after its own 0: end of stream reaches every reader
-        };
-        auto send = [](TcpStream& s, std::span<const std::byte> data) -> Task<void> {
-            co_await s.write_all(data);
-            s.shutdown(TcpStream::Shutdown::kWrite);
-        };
-        auto [got_a, got_b, sent] = co_await eddy::when_all(drain(c.client), drain(c.client), send(c.server, p));
-        (void)sent;
-        co_return std::pair{std::move(got_a), std::move(got_b)};
-    }(listener, payload));
+    const auto [a, b] = run(
+        rt,
+        [](TcpListener& l,
+           std::span<const std::byte> p) -> Task<std::pair<std::vector<std::byte>, std::vector<std::byte>>> {
+            eddy::test::Connection c = co_await eddy::test::connect_pair(l);
+            auto drain = [](TcpStream& s) -> Task<std::vector<std::byte>> {
+                std::vector<std::byte> got;
+                std::array<std::byte, 4096> buf;
+                for (std::size_t n; (n = co_await s.read(buf)) != 0;)
+                    got.insert(got.end(), buf.begin(), buf.begin() + n);
+                co_return got;  // after its own 0: end of stream reaches every reader
+            };
+            auto send = [](TcpStream& s, std::span<const std::byte> data) -> Task<void> {
+                co_await s.write_all(data);
+                s.shutdown(TcpStream::Shutdown::kWrite);
+            };
+            auto [got_a, got_b, sent] = co_await eddy::when_all(drain(c.client), drain(c.client), send(c.server, p));
+            (void)sent;
+            co_return std::pair{std::move(got_a), std::move(got_b)};
+        }(listener, payload));
     CHECK(a.size() + b.size() == payload.size());
     std::vector<std::byte> both = a;
     both.insert(both.end(), b.begin(), b.end());
@@ -176,26 +179,28 @@ TEST_CASE("two writers at once on one TcpStream: every byte of both arrives once
         std::size_t sent_first = 0, sent_second = 0;
         std::vector<std::byte> received;
     };
-    const Got got = run(rt, [](TcpListener& l, std::span<const std::byte> x, std::span<const std::byte> y) -> Task<Got> {
-        eddy::test::Connection c = co_await eddy::test::connect_pair(l);
-        small_buffers(c.client.native_handle());
-        auto send = [](TcpStream& s, std::span<const std::byte> data) -> Task<std::size_t> {
-            co_return co_await s.write_all(data);
-        };
-        auto receive = [](TcpStream& s) -> Task<std::vector<std::byte>> {
-            std::vector<std::byte> all;
-            std::array<std::byte, 16 * 1024> buf;
-            for (std::size_t n; (n = co_await s.read(buf)) != 0;) all.insert(all.end(), buf.begin(), buf.begin() + n);
-            co_return all;
-        };
-        auto both_sent = [&]() -> Task<std::pair<std::size_t, std::size_t>> {
-            auto [n1, n2] = co_await eddy::when_all(send(c.client, x), send(c.client, y));
-            c.client.shutdown(TcpStream::Shutdown::kWrite);
-            co_return std::pair{n1, n2};
-        };
-        auto [all, sent] = co_await eddy::when_all(receive(c.server), both_sent());
-        co_return Got{sent.first, sent.second, std::move(all)};
-    }(listener, first, second));
+    const Got got =
+        run(rt, [](TcpListener& l, std::span<const std::byte> x, std::span<const std::byte> y) -> Task<Got> {
+            eddy::test::Connection c = co_await eddy::test::connect_pair(l);
+            small_buffers(c.client.native_handle());
+            auto send = [](TcpStream& s, std::span<const std::byte> data) -> Task<std::size_t> {
+                co_return co_await s.write_all(data);
+            };
+            auto receive = [](TcpStream& s) -> Task<std::vector<std::byte>> {
+                std::vector<std::byte> all;
+                std::array<std::byte, 16 * 1024> buf;
+                for (std::size_t n; (n = co_await s.read(buf)) != 0;)
+                    all.insert(all.end(), buf.begin(), buf.begin() + n);
+                co_return all;
+            };
+            auto both_sent = [&]() -> Task<std::pair<std::size_t, std::size_t>> {
+                auto [n1, n2] = co_await eddy::when_all(send(c.client, x), send(c.client, y));
+                c.client.shutdown(TcpStream::Shutdown::kWrite);
+                co_return std::pair{n1, n2};
+            };
+            auto [all, sent] = co_await eddy::when_all(receive(c.server), both_sent());
+            co_return Got{sent.first, sent.second, std::move(all)};
+        }(listener, first, second));
     CHECK(got.sent_first == first.size());
     CHECK(got.sent_second == second.size());
     REQUIRE(got.received.size() == first.size() + second.size());

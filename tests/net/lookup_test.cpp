@@ -81,8 +81,8 @@ TEST_CASE("an unknown host is ResolveError naming it") {
 
 TEST_CASE("texts that are not host:port are invalid_argument") {
     Runtime rt(RuntimeConfig{.workers = 1});
-    for (const char* text : {"localhost", "localhost:", "localhost:http", ":80", "host:65536", "::1:80", "[::1]80",
-                             "[::1:80"}) {
+    for (const char* text :
+         {"localhost", "localhost:", "localhost:http", ":80", "host:65536", "::1:80", "[::1]80", "[::1:80"}) {
         CAPTURE(text);
         CHECK_THROWS_AS(run(rt, eddy::net::lookup_host(text)), std::invalid_argument);
         CHECK_THROWS_AS(run(rt, eddy::net::TcpStream::connect(std::string_view(text))), std::invalid_argument);

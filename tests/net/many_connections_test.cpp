@@ -86,7 +86,7 @@ Task<std::pair<int, std::vector<bool>>> session(TcpListener& listener) {
     co_return std::pair{served, std::move(ok)};
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("1,000 concurrent connections each get their own echo back") {
     // Both ends of every connection plus the runtime's own and a margin.

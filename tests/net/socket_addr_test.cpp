@@ -83,26 +83,26 @@ TEST_CASE("parse accepts IPv4 and bracketed IPv6 text") {
 
 TEST_CASE("parse rejects bad text with std::invalid_argument naming the text") {
     const std::vector<std::string_view> bad = {
-        ""sv,                    // nothing
-        "127.0.0.1"sv,           // no port
-        "127.0.0.1:"sv,          // empty port
-        ":80"sv,                 // no host
-        "127.0.0.1:65536"sv,     // port out of range
-        "127.0.0.1:-1"sv,        // negative port
-        "127.0.0.1:+80"sv,       // sign
-        "127.0.0.1:80x"sv,       // trailing junk after the port
-        "127.0.0.1: 80"sv,       // space in the port
-        " 127.0.0.1:80"sv,       // space before the host
-        "256.0.0.1:80"sv,        // octet out of range
-        "1.2.3:80"sv,            // too few octets
-        "localhost:80"sv,        // names are not resolved
-        "::1:443"sv,             // IPv6 without brackets
-        "[::1]"sv,               // bracketed, no port
-        "[::1:443"sv,            // unclosed bracket
-        "::1]:443"sv,            // unopened bracket
-        "[127.0.0.1]:80"sv,      // IPv4 in brackets
-        "[]:80"sv,               // empty brackets
-        "[::1]:99999999999"sv,   // port overflows any integer type
+        ""sv,                   // nothing
+        "127.0.0.1"sv,          // no port
+        "127.0.0.1:"sv,         // empty port
+        ":80"sv,                // no host
+        "127.0.0.1:65536"sv,    // port out of range
+        "127.0.0.1:-1"sv,       // negative port
+        "127.0.0.1:+80"sv,      // sign
+        "127.0.0.1:80x"sv,      // trailing junk after the port
+        "127.0.0.1: 80"sv,      // space in the port
+        " 127.0.0.1:80"sv,      // space before the host
+        "256.0.0.1:80"sv,       // octet out of range
+        "1.2.3:80"sv,           // too few octets
+        "localhost:80"sv,       // names are not resolved
+        "::1:443"sv,            // IPv6 without brackets
+        "[::1]"sv,              // bracketed, no port
+        "[::1:443"sv,           // unclosed bracket
+        "::1]:443"sv,           // unopened bracket
+        "[127.0.0.1]:80"sv,     // IPv4 in brackets
+        "[]:80"sv,              // empty brackets
+        "[::1]:99999999999"sv,  // port overflows any integer type
     };
     for (const std::string_view text : bad) {
         CAPTURE(text);
@@ -125,9 +125,15 @@ TEST_CASE("parse rejects text with an embedded NUL") {
 
 TEST_CASE("to_string round-trips through parse") {
     const std::vector<SocketAddr> addrs = {
-        SocketAddr::loopback_v4(0),  SocketAddr::loopback_v4(1),   SocketAddr::loopback_v4(65535),
-        SocketAddr::loopback_v6(0),  SocketAddr::loopback_v6(443), SocketAddr::any_v4(8080),
-        SocketAddr::any_v6(8080),    SocketAddr::parse("10.0.0.1:53"), SocketAddr::parse("[fe80::1:2:3:4]:9"),
+        SocketAddr::loopback_v4(0),
+        SocketAddr::loopback_v4(1),
+        SocketAddr::loopback_v4(65535),
+        SocketAddr::loopback_v6(0),
+        SocketAddr::loopback_v6(443),
+        SocketAddr::any_v4(8080),
+        SocketAddr::any_v6(8080),
+        SocketAddr::parse("10.0.0.1:53"),
+        SocketAddr::parse("[fe80::1:2:3:4]:9"),
         SocketAddr::parse("[2001:db8:0:0:1:0:0:1]:7"),
     };
     for (const auto& a : addrs) {

@@ -77,7 +77,8 @@ TEST_CASE("close() from another task ends a write_all waiting on a full socket w
     });
 }
 
-TEST_CASE("close() while a read and a write_all wait on the same stream: the read returns 0, the write fails with EPIPE") {
+TEST_CASE(
+    "close() while a read and a write_all wait on the same stream: the read returns 0, the write fails with EPIPE") {
     const std::vector<std::byte> payload = eddy::test::pattern(std::size_t{4} << 20);
     for_each_loopback([&](const SocketAddr& lo, const std::size_t workers) {
         auto listener = TcpListener::bind(lo);
@@ -144,10 +145,8 @@ Task<Accepted> acceptor(TcpListener& listener, std::stop_token stop, std::array<
             co_await s.read_exact(raw);
             std::uint32_t id = 0;
             std::memcpy(&id, raw.data(), sizeof id);
-            if (id < static_cast<std::uint32_t>(kClients))
-                seen[id].fetch_add(1);
-            else
-                ++r.bad_ids;
+            if (id < static_cast<std::uint32_t>(kClients)) seen[id].fetch_add(1);
+            else ++r.bad_ids;
             r.streams.push_back(std::move(s));
             accepted.fetch_add(1);
         }
@@ -157,7 +156,7 @@ Task<Accepted> acceptor(TcpListener& listener, std::stop_token stop, std::array<
     co_return r;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("four tasks accepting on one listener: 100 connections each accepted once, all stopped by one stop_source") {
     for_each_loopback([&](const SocketAddr& lo, const std::size_t workers) {
@@ -171,7 +170,8 @@ TEST_CASE("four tasks accepting on one listener: 100 connections each accepted o
             std::stop_source stop;
             std::vector<Started<Accepted>> acceptors;
             const std::size_t base = polled(rt);
-            for (int i = 0; i < 4; ++i) acceptors.emplace_back(rt, acceptor(listener, stop.get_token(), seen, accepted));
+            for (int i = 0; i < 4; ++i)
+                acceptors.emplace_back(rt, acceptor(listener, stop.get_token(), seen, accepted));
             quiesce(rt, workers);
             CHECK(settled_polled(rt, base + 1) == base + 1);  // one poll for the listener, however many wait
 

@@ -133,8 +133,8 @@ TEST_CASE("200 reads cancelled from a plain thread while a peer's write races in
         CHECK(send_failures.load() == 0);
         CHECK(received.size() == sent.size());
         CHECK(received == sent);
-        MESSAGE(lo.to_string() << ", " << workers << " worker(s): " << completed << " reads completed, "
-                               << cancelled << " cancelled");
+        MESSAGE(lo.to_string() << ", " << workers << " worker(s): " << completed << " reads completed, " << cancelled
+                               << " cancelled");
     });
 }
 
@@ -153,10 +153,8 @@ TEST_CASE("end of stream: the waiting read returns 0, every read after it 0, and
             Started<std::size_t> pending(rt, read_count(*s));
             REQUIRE(wait_polled(rt, base + 1));  // waiting, with a poll armed
             CHECK_FALSE(pending.ready());
-            if (full_close)
-                peer.close();
-            else
-                REQUIRE(::shutdown(peer.get(), SHUT_WR) == 0);
+            if (full_close) peer.close();
+            else REQUIRE(::shutdown(peer.get(), SHUT_WR) == 0);
             CHECK(pending.get() == 0);
             // End of stream stays: no event comes again, and no read waits for one.
             for (int i = 0; i < 5; ++i) CHECK(run(rt, read_count(*s)) == 0);
@@ -183,7 +181,8 @@ TEST_CASE("the last bytes and the FIN together: the short read that takes the by
             // (A unique_ptr, not an optional: g++ 12 -O3 warns maybe-uninitialized on the latter.)
             std::unique_ptr<Started<std::string>> pending;
             if (waits) {
-                pending = std::make_unique<Started<std::string>>(rt, eddy::test::read_to_end(*s));  // a 4 KiB buffer: 3 bytes is a short read
+                pending = std::make_unique<Started<std::string>>(
+                    rt, eddy::test::read_to_end(*s));  // a 4 KiB buffer: 3 bytes is a short read
                 REQUIRE(wait_polled(rt, base + 1));
             }
             REQUIRE(send_all(peer.get(), "xyz"));
@@ -264,7 +263,7 @@ Task<UntilEnd> read_until_end_or_error(TcpStream& s) {
     co_return r;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a peer resetting (SO_LINGER 0) while the reader waits: a prefix of the bytes, then ECONNRESET or 0") {
     for_each_loopback([&](const SocketAddr& lo, const std::size_t workers) {

@@ -81,7 +81,7 @@ Task<std::error_code> write_together(TcpStream& s, std::span<const std::byte> da
     co_return co_await error_of(write_all_task(s, data));
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("two tasks whose first operation on a socket waits at the same moment share the socket's one poll") {
     // Two workers: the two tasks run at once. (The socket's poll state is made by the first
@@ -111,7 +111,8 @@ TEST_CASE("two tasks whose first operation on a socket waits at the same moment 
                 CHECK(eb == std::errc::invalid_argument);
                 const bool back = wait_polled(rt, base, 5s);
                 CHECK(back);
-                ok = ok && polls == base + 1 && ea == std::errc::invalid_argument && eb == std::errc::invalid_argument && back;
+                ok = ok && polls == base + 1 && ea == std::errc::invalid_argument &&
+                     eb == std::errc::invalid_argument && back;
             }
             {
                 // A read and a write_all on a fresh stream whose send buffer is full.
@@ -172,9 +173,10 @@ Task<Reply> read_ping(TcpStream& s) {
     co_return r;
 }
 
-} // namespace
+}  // namespace
 
-TEST_CASE("a read completion is run by the idle worker while the other computes for 300 ms; with one worker, after it") {
+TEST_CASE(
+    "a read completion is run by the idle worker while the other computes for 300 ms; with one worker, after it") {
     for_each_loopback({2, 1}, [&](const SocketAddr& lo, const std::size_t workers) {
         auto listener = TcpListener::bind(lo);
         Runtime rt(RuntimeConfig{.workers = workers});
@@ -197,10 +199,8 @@ TEST_CASE("a read completion is run by the idle worker while the other computes 
         const Clock::time_point computed = busy.get();
         CHECK_FALSE(send_failed.load());
         CHECK(r.data == "ping");
-        if (workers == 2)
-            CHECK(r.at < computed);  // the idle worker ran it: no waiting for the computation
-        else
-            CHECK(r.at >= computed);  // the only worker was busy: it ran the read afterwards
+        if (workers == 2) CHECK(r.at < computed);  // the idle worker ran it: no waiting for the computation
+        else CHECK(r.at >= computed);              // the only worker was busy: it ran the read afterwards
     });
 }
 
@@ -221,7 +221,7 @@ Task<std::vector<std::string>> read_messages(std::vector<TcpStream>& streams, in
     co_return co_await eddy::when_all(std::move(readers));
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("64 readers waiting on 64 connections are all woken by a peer writing to every one at once") {
     constexpr int kConns = 64;
@@ -246,7 +246,8 @@ TEST_CASE("64 readers waiting on 64 connections are all woken by a peer writing 
             std::atomic<int> send_failures{0};
             std::thread writer([&] {
                 for (int i = 0; i < kConns; ++i)
-                    if (!send_all(peers[static_cast<std::size_t>(i)].get(), message(i, round))) send_failures.fetch_add(1);
+                    if (!send_all(peers[static_cast<std::size_t>(i)].get(), message(i, round)))
+                        send_failures.fetch_add(1);
             });
             writer.join();
             const std::vector<std::string> got = all.get();

@@ -93,7 +93,7 @@ Task<int> count_accepts(TcpListener& l, std::stop_token stop, std::atomic<int>& 
     co_return n;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("SO_REUSEPORT: two listeners on one port both accept; without it, EADDRINUSE") {
     Runtime rt(RuntimeConfig{.workers = 2});
@@ -135,7 +135,8 @@ TEST_CASE("IPV6_V6ONLY decides whether an IPv6 listener takes IPv4 clients") {
         auto l = TcpListener::bind(SocketAddr::any_v6(0), {.only_v6 = only, .recv_buffer_size = 128 * 1024});
         CHECK(eddy::test::get_int_sockopt(l.native_handle(), IPPROTO_IPV6, IPV6_V6ONLY) == (only ? 1 : 0));
         CHECK(eddy::test::get_int_sockopt(l.native_handle(), SOL_SOCKET, SO_RCVBUF) >= 128 * 1024);
-        const auto code = run(rt, eddy::test::error_of(TcpStream::connect(SocketAddr::loopback_v4(l.local_address().port()))));
+        const auto code =
+            run(rt, eddy::test::error_of(TcpStream::connect(SocketAddr::loopback_v4(l.local_address().port()))));
         if (only) CHECK(code == std::errc::connection_refused);
         else CHECK(!code);
     }

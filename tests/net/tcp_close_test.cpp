@@ -90,7 +90,7 @@ Task<std::string> shutdown_both(TcpListener& listener) {
     co_return got + "|" + std::to_string(n);
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("shutdown(kWrite): the peer reads 0 (end of stream, not an error); the reverse direction still works") {
     for (const SocketAddr& lo : loopbacks()) {
@@ -154,7 +154,7 @@ Task<std::string> destroy_closes(TcpListener& listener) {
     co_return co_await read_to_end(c.server);
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("close() closes at once, and destruction afterwards closes nothing else") {
     for (const SocketAddr& lo : loopbacks()) {
@@ -200,7 +200,7 @@ Task<PendingClosed> close_while_pending(TcpListener& listener, TcpListener& clos
     co_return r;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("close() ends a read or an accept pending in another task") {
     for (const SocketAddr& lo : loopbacks()) {
@@ -230,7 +230,7 @@ Task<std::array<int, 4>> nodelay(TcpListener& listener) {
     co_return seen;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("set_nodelay toggles TCP_NODELAY") {
     for (const SocketAddr& lo : loopbacks()) {

@@ -55,7 +55,7 @@ SocketAddr loopback_like(const SocketAddr& lo, std::uint16_t port) {
     return lo.is_v4() ? SocketAddr::loopback_v4(port) : SocketAddr::loopback_v6(port);
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("bind on port 0 picks a free port that local_address reports") {
     for (const SocketAddr& lo : loopbacks()) {
@@ -85,16 +85,16 @@ Task<Addresses> accept_then_connect(TcpListener& listener) {
     auto pending = eddy::spawn(listener.accept_with_address());
     TcpStream client = co_await TcpStream::connect(listener.local_address());
     auto [server, from] = co_await std::move(pending);
-    co_return Addresses{client.local_address(), client.peer_address(), server.local_address(),
-                        server.peer_address(), from};
+    co_return Addresses{client.local_address(), client.peer_address(), server.local_address(), server.peer_address(),
+                        from};
 }
 
 /// Plain accept() of a connection that is already in the backlog.
 Task<Addresses> connect_then_accept(TcpListener& listener) {
     TcpStream client = co_await TcpStream::connect(listener.local_address());
     TcpStream server = co_await listener.accept();
-    co_return Addresses{client.local_address(), client.peer_address(), server.local_address(),
-                        server.peer_address(), SocketAddr{}};
+    co_return Addresses{client.local_address(), client.peer_address(), server.local_address(), server.peer_address(),
+                        SocketAddr{}};
 }
 
 void check_addresses(const Addresses& a, const SocketAddr& listening) {
@@ -106,7 +106,7 @@ void check_addresses(const Addresses& a, const SocketAddr& listening) {
     CHECK(a.client_local.port() != listening.port());
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("connect and accept: each end sees the other's address") {
     for (const SocketAddr& lo : loopbacks()) {
@@ -164,7 +164,7 @@ Task<std::pair<std::vector<bool>, std::error_code>> echo_session(TcpListener& li
     co_return std::pair{results, ended};
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("the issue's echo server (accept loop spawning serve) answers several clients at once") {
     for (const SocketAddr& lo : loopbacks()) {

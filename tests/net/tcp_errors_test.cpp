@@ -79,7 +79,7 @@ Task<std::error_code> write_until_error(TcpStream& s) {
 
 Task<std::error_code> connect_error(SocketAddr addr) { co_return co_await error_of(TcpStream::connect(addr)); }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("connect to a port nobody listens on: ECONNREFUSED") {
     for (const SocketAddr& lo : loopbacks()) {
@@ -145,7 +145,7 @@ Task<std::pair<std::size_t, std::error_code>> close_then_write(TcpListener& list
     co_return std::pair{eof, ec};
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a peer's RST: the waiting read throws ECONNRESET, the next write EPIPE, and no SIGPIPE") {
     for (const SocketAddr& lo : loopbacks()) {
@@ -193,7 +193,7 @@ Task<AfterClose> use_after_close(TcpListener& listener) {
     co_return r;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("operations on a closed stream or listener: EBADF") {
     auto listener = TcpListener::bind(SocketAddr::loopback_v4(0));
@@ -256,7 +256,7 @@ Task<void> server_closes_first(TcpListener& listener) {
     c.client.close();
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("SO_REUSEADDR: a new listener binds while an old connection lingers on the port") {
     for (const SocketAddr& lo : loopbacks()) {
@@ -333,7 +333,7 @@ Task<OutOfFds> exhaust(TcpListener& listener) {
     co_return r;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("out of descriptors: EMFILE from pipe, connect, bind, open and accept; accept recovers") {
     auto listener = TcpListener::bind(SocketAddr::loopback_v4(0));

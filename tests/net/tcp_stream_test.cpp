@@ -83,7 +83,7 @@ Task<Exchange> ping_pong(TcpListener& listener) {
     co_return x;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("write and read move bytes both ways; a read stops at the buffer's size") {
     for (const SocketAddr& lo : loopbacks()) {
@@ -142,7 +142,7 @@ Task<ReadExactResult> read_exact_cases(TcpListener& listener) {
     co_return r;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("read_exact gathers several writes and reports ENODATA when the stream ends first") {
     for (const SocketAddr& lo : loopbacks()) {
@@ -198,7 +198,7 @@ Task<BigTransfer> big_transfer(TcpListener& listener, const std::vector<std::byt
     co_return t;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("write_all of 8 MiB to a slow reader arrives whole and in order") {
     const std::vector<std::byte> payload = eddy::test::pattern(kBig);

@@ -57,7 +57,7 @@ Task<Datagram> send_and_receive(UdpSocket& a, UdpSocket& b, std::string msg) {
     co_return d;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("send_to and recv_from: the size, the bytes and the sender's address") {
     for (const SocketAddr& lo : loopbacks()) {
@@ -108,7 +108,7 @@ Task<std::pair<std::size_t, SocketAddr>> receive_waits(UdpSocket& a, UdpSocket& 
     co_return std::pair{got.size, got.from};
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a waiting recv_from gets a large datagram sent later, whole") {
     for (const SocketAddr& lo : loopbacks()) {
@@ -151,7 +151,7 @@ Task<Truncation> truncate(UdpSocket& a, UdpSocket& b) {
     co_return t;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a datagram longer than the buffer is truncated; the rest is dropped, not read next") {
     for (const SocketAddr& lo : loopbacks()) {
@@ -181,7 +181,7 @@ Task<std::error_code> use_closed(UdpSocket& s) {
     co_return co_await eddy::test::error_of(s.recv_from(buf));
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("UDP errors: a send to the other family fails; a closed socket gives EBADF") {
     auto v4 = UdpSocket::bind(SocketAddr::loopback_v4(0));

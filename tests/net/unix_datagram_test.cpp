@@ -98,7 +98,8 @@ TEST_CASE("connect() sets the peer; sending to nobody fails with the errno") {
         run(rt, lonely.send_to(bytes("x"), UnixAddr::path(dir.file("nobody.sock"))));
         FAIL("no exception");
     } catch (const std::system_error& e) {
-        const bool expected = e.code() == std::errc::no_such_file_or_directory || e.code() == std::errc::connection_refused;
+        const bool expected =
+            e.code() == std::errc::no_such_file_or_directory || e.code() == std::errc::connection_refused;
         CHECK(expected);
     }
     CHECK_THROWS_AS(client.connect(UnixAddr::path(dir.file("nobody.sock"))), std::system_error);

@@ -74,7 +74,7 @@ std::string error_text(auto&& f) {
     return {};
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a path and an abstract name carry bytes both ways") {
     Runtime rt(RuntimeConfig{.workers = 2});
@@ -163,8 +163,8 @@ TEST_CASE("connect: a missing path is ENOENT, a stale socket file ECONNREFUSED")
     const UnixAddr missing = UnixAddr::path(dir.file("missing.sock"));
     const UnixAddr stale = UnixAddr::path(dir.file("stale.sock"));
     { auto l = UnixListener::bind(stale); }  // closed: the file stays, nobody listens
-    for (auto [addr, code] : {std::pair{missing, std::errc::no_such_file_or_directory},
-                              std::pair{stale, std::errc::connection_refused}}) {
+    for (auto [addr, code] :
+         {std::pair{missing, std::errc::no_such_file_or_directory}, std::pair{stale, std::errc::connection_refused}}) {
         try {
             run(rt, UnixStream::connect(addr));
             FAIL("no exception");

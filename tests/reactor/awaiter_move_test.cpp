@@ -98,7 +98,7 @@ Task<void> stop_later(std::stop_source& source) {
     source.request_stop();
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("reactor/awaiter_move") {
 
@@ -177,7 +177,7 @@ TEST_CASE("a moved interval tick keeps the claim and takes the tick") {
         }
         const Clock::time_point t1 = co_await relocate([&] { return iv.tick(); });
         (void)relocate([&] { return iv.tick(); });  // dropped unawaited: the claim is released once
-        iv.reset();                   // throws if it were still claimed
+        iv.reset();                                 // throws if it were still claimed
         co_return (claimed && t1 - t0 == period);
     }());
     CHECK(ok);
@@ -222,4 +222,4 @@ TEST_CASE("I/O operations moved and dropped unawaited leave nothing behind") {
     CHECK(got == "after");
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("reactor/awaiter_move")

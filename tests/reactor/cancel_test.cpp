@@ -104,7 +104,7 @@ Task<std::string> round_trip(int rd, int wr, std::string text) {
     co_return back;
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("reactor/cancel") {
 
@@ -113,8 +113,8 @@ TEST_CASE("a read blocked on an empty pipe, cancelled from another task, throws 
     auto p = eddy::io::pipe();
     std::stop_source source;
     std::atomic<int> about{0};
-    auto [r, stopped] = rt.block_on(eddy::when_all(read_cancellable(p.read_end.get(), source.get_token(), about),
-                                                   cancel_when(about, 1, source)));
+    auto [r, stopped] = rt.block_on(
+        eddy::when_all(read_cancellable(p.read_end.get(), source.get_token(), about), cancel_when(about, 1, source)));
     CHECK(stopped);
     CHECK(r.outcome == Outcome::canceled);
     CHECK(r.n == 0);
@@ -134,9 +134,8 @@ TEST_CASE("a stop requested from a thread that is not a worker cancels a read") 
     REQUIRE(wait_count(about, 1));
     std::this_thread::sleep_for(20ms);  // likely in the kernel by now (not needed for correctness)
     CHECK(source.request_stop());
-    const ReadResult r = rt.block_on([](JoinHandle<ReadResult> handle) -> Task<ReadResult> {
-        co_return co_await std::move(handle);
-    }(std::move(h)));
+    const ReadResult r = rt.block_on(
+        [](JoinHandle<ReadResult> handle) -> Task<ReadResult> { co_return co_await std::move(handle); }(std::move(h)));
     CHECK(r.outcome == Outcome::canceled);
     CHECK(r.buffer_untouched);
     CHECK(rt.block_on(round_trip(p.read_end.get(), p.write_end.get(), "x")) == "x");
@@ -169,9 +168,8 @@ TEST_CASE("a cancelled long sleep resumes early with operation_canceled") {
     auto [outcome, stopped] = rt.block_on(eddy::when_all(
         [](std::stop_token token, std::atomic<int>& about_) -> Task<Outcome> {
             about_.fetch_add(1);
-            co_return co_await eddy::test::outcome_of([](std::stop_token t) -> Task<void> {
-                co_await eddy::sleep(10s, std::move(t));
-            }(std::move(token)));
+            co_return co_await eddy::test::outcome_of(
+                [](std::stop_token t) -> Task<void> { co_await eddy::sleep(10s, std::move(t)); }(std::move(token)));
         }(source.get_token(), about),
         cancel_when(about, 1, source)));
     const auto took = Clock::now() - start;
@@ -212,9 +210,8 @@ TEST_CASE("a token stopped before the co_await throws at once and submits nothin
     CHECK(eddy::test::readable_now(p.read_end.get()));  // the byte is still there
 
     const auto start = Clock::now();
-    const Outcome slept = rt.block_on(eddy::test::outcome_of([](std::stop_token t) -> Task<void> {
-        co_await eddy::sleep(10s, std::move(t));
-    }(source.get_token())));
+    const Outcome slept = rt.block_on(eddy::test::outcome_of(
+        [](std::stop_token t) -> Task<void> { co_await eddy::sleep(10s, std::move(t)); }(source.get_token())));
     CHECK(slept == Outcome::canceled);
     CHECK(Clock::now() - start < 5s);
 
@@ -242,9 +239,8 @@ TEST_CASE("a stop requested after the operation completed is harmless") {
     CHECK(source.request_stop());  // no callback is left registered: nothing to run
     // The same token on a sleep that already completed, then stopped: still fine.
     std::stop_source second;
-    const Outcome slept = rt.block_on(eddy::test::outcome_of([](std::stop_token t) -> Task<void> {
-        co_await eddy::sleep(1ms, std::move(t));
-    }(second.get_token())));
+    const Outcome slept = rt.block_on(eddy::test::outcome_of(
+        [](std::stop_token t) -> Task<void> { co_await eddy::sleep(1ms, std::move(t)); }(second.get_token())));
     CHECK(slept == Outcome::value);
     CHECK(second.request_stop());
     // The runtime and the pipe go on working.
@@ -278,9 +274,9 @@ TEST_CASE("a write and a stop request at the same time deliver each byte exactly
                         const std::size_t n = co_await eddy::io::read(fd, std::span(&b, 1), tok);
                         co_return std::pair{n == 1 ? Outcome::value : Outcome::other_exception, b};
                     } catch (const std::system_error& e) {
-                        co_return std::pair{e.code() == std::errc::operation_canceled ? Outcome::canceled
-                                                                                      : Outcome::other_system_error,
-                                            b};
+                        co_return std::pair{
+                            e.code() == std::errc::operation_canceled ? Outcome::canceled : Outcome::other_system_error,
+                            b};
                     }
                 }(p.read_end.get(), source.get_token()));
             auto meet = [](std::atomic<int>& r) {
@@ -412,4 +408,4 @@ TEST_CASE("an accept blocked on a TcpListener can be cancelled, and the listener
     CHECK(accepted2 == Outcome::canceled);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("reactor/cancel")

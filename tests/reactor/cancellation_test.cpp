@@ -53,15 +53,15 @@ Task<int> after(std::chrono::milliseconds d, int v) {
     co_return v;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a stop request reaches a sleep at the bottom of a 10,000-deep await chain") {
     Runtime rt(RuntimeConfig{.workers = 2});
     LifetimeCounter frames;
     std::stop_source stop;
-    CHECK_THROWS_AS(run(rt, eddy::when_all(eddy::with_stop_token(chain(10000, frames), stop.get_token()),
-                                           stop_after(10ms, stop))),
-                    OperationCancelled);
+    CHECK_THROWS_AS(
+        run(rt, eddy::when_all(eddy::with_stop_token(chain(10000, frames), stop.get_token()), stop_after(10ms, stop))),
+        OperationCancelled);
     CHECK(frames.constructions() == 10001);
     CHECK(frames.alive() == 0);
 }
@@ -90,7 +90,8 @@ TEST_CASE("a sleep already due completes even under a stopped token") {
     Runtime rt(RuntimeConfig{.workers = 1});
     std::stop_source stop;
     stop.request_stop();
-    CHECK_NOTHROW(run(rt, eddy::with_stop_token([]() -> Task<void> { co_await eddy::sleep(0ms); }(), stop.get_token())));
+    CHECK_NOTHROW(
+        run(rt, eddy::with_stop_token([]() -> Task<void> { co_await eddy::sleep(0ms); }(), stop.get_token())));
 }
 
 TEST_CASE("check_cancelled throws only after a stop request; this_task::stop_token sees it") {
@@ -143,9 +144,9 @@ TEST_CASE("shield lets cleanup run to the end in a cancelled task") {
         }(done));
         co_await eddy::this_task::check_cancelled();  // and outside the shield, it still is
     };
-    CHECK_THROWS_AS(run(rt, eddy::when_all(eddy::with_stop_token(worker(cleaned), stop.get_token()),
-                                           stop_after(10ms, stop))),
-                    OperationCancelled);
+    CHECK_THROWS_AS(
+        run(rt, eddy::when_all(eddy::with_stop_token(worker(cleaned), stop.get_token()), stop_after(10ms, stop))),
+        OperationCancelled);
     CHECK(cleaned.load());
 }
 

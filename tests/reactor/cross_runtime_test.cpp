@@ -122,7 +122,7 @@ struct BoundToA {
     BoundToA() { bind_to(*a, mine, peer, '1'); }
 };
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a socket that waited on a destroyed runtime waits on the next one") {
     Pair p;
@@ -242,8 +242,8 @@ TEST_CASE("a socket shared by two runtimes survives either ending at any moment"
     int put_bytes = 0;
     for (int i = 0; i < kRounds; ++i) {
         Pair p;
-    UnixStream& mine = *p.mine;
-    const int peer = p.peer;
+        UnixStream& mine = *p.mine;
+        const int peer = p.peer;
         std::optional<Runtime> a(std::in_place, named("xsA"));
         std::optional<Runtime> b(std::in_place, named("xsB"));
         a->spawn(reader(mine, got)).detach();

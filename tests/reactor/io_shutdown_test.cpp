@@ -178,7 +178,7 @@ struct Scene {
     }
 };
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("reactor/io_shutdown") {
 
@@ -290,8 +290,8 @@ TEST_CASE("stop requests racing with shutdown are harmless") {
     {
         Runtime rt(RuntimeConfig{.workers = 2});
         for (int i = 0; i < kReaders; ++i)
-            handles.push_back(rt.spawn(
-                [](Counted c, int fd, std::stop_token tok, std::atomic<int>& r) -> Task<Outcome> {
+            handles.push_back(
+                rt.spawn([](Counted c, int fd, std::stop_token tok, std::atomic<int>& r) -> Task<Outcome> {
                     (void)c;
                     auto buf = std::make_unique<std::byte[]>(256);
                     r.fetch_add(1);
@@ -330,10 +330,8 @@ TEST_CASE("stop requests racing with shutdown are harmless") {
             }
             co_return Outcome::value;
         }(std::move(h), inner));
-        if (outer == Outcome::runtime_stopped)
-            ++stopped;
-        else if (outer == Outcome::value && inner == Outcome::canceled)
-            ++canceled;
+        if (outer == Outcome::runtime_stopped) ++stopped;
+        else if (outer == Outcome::value && inner == Outcome::canceled) ++canceled;
     }
     CHECK(canceled + stopped == kReaders);
     CHECK(canceled >= kReaders / 4);
@@ -360,4 +358,4 @@ TEST_CASE("runtimes with blocked operations can be created and destroyed repeate
     CHECK(got == 'q');
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("reactor/io_shutdown")

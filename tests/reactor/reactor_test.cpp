@@ -115,7 +115,7 @@ Task<std::uint64_t> ping_pong(int in, int out, int rounds, bool starts, std::ato
     co_return last;
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("reactor/reactor") {
 
@@ -259,8 +259,8 @@ TEST_CASE("an idle reactor with an operation pending still wakes for new work") 
         auto p = eddy::io::pipe();
         std::stop_source source;
         std::atomic<int> about{0};
-        JoinHandle<eddy::test::Outcome> reader = rt.spawn(
-            [](int fd, std::stop_token tok, std::atomic<int>& about_) -> Task<eddy::test::Outcome> {
+        JoinHandle<eddy::test::Outcome> reader =
+            rt.spawn([](int fd, std::stop_token tok, std::atomic<int>& about_) -> Task<eddy::test::Outcome> {
                 about_.fetch_add(1);
                 co_return co_await eddy::test::outcome_of([](int fd_, std::stop_token t) -> Task<std::size_t> {
                     std::array<std::byte, 8> buf{};
@@ -338,8 +338,9 @@ TEST_CASE("many tasks each awaiting I/O complete with one resumption each") {
     REQUIRE(wait_count(done, n));
     int right = 0;
     for (int i = 0; i < n; ++i)
-        right += rt.block_on([](JoinHandle<int> h) -> Task<int> { co_return co_await std::move(h); }(
-                     std::move(handles[i]))) == 'a' + i % 26
+        right += rt.block_on([](JoinHandle<int> h) -> Task<int> {
+            co_return co_await std::move(h);
+        }(std::move(handles[i]))) == 'a' + i % 26
                      ? 1
                      : 0;
     CHECK(right == n);
@@ -388,4 +389,4 @@ TEST_CASE("awaiting I/O off a worker thread throws WrongThread") {
     CHECK_FALSE(eddy::test::readable_now(p.read_end.get()));
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("reactor/reactor")

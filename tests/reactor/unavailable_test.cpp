@@ -108,7 +108,7 @@ int run_child(int err) {
     return WEXITSTATUS(status);
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("reactor/unavailable") {
 
@@ -124,4 +124,4 @@ TEST_CASE("outside the filter, io_uring works here (so the cases above tested th
     CHECK_NOTHROW(eddy::Runtime(eddy::RuntimeConfig{.workers = 1}));
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("reactor/unavailable")

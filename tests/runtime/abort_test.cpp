@@ -63,7 +63,7 @@ Task<std::string> how(JoinHandle<T> h) {
     }
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("abort cancels the wait a task is suspended on; its handle reports TaskAborted") {
     Event never;
@@ -197,7 +197,8 @@ TEST_CASE("misuse: abort on a plain spawn's handle throws NotAbortable, on an em
     CHECK_FALSE(h.abortable());
     CHECK_THROWS_AS(h.abort(), eddy::NotAbortable);
     CHECK_THROWS_AS((void)h.abort_handle(), eddy::NotAbortable);
-    CHECK(rt.block_on([](JoinHandle<int> handle) -> Task<int> { co_return co_await std::move(handle); }(std::move(h))) == 42);
+    CHECK(rt.block_on(
+              [](JoinHandle<int> handle) -> Task<int> { co_return co_await std::move(handle); }(std::move(h))) == 42);
     JoinHandle<int> empty;
     CHECK_THROWS_AS(empty.abort(), eddy::BrokenTask);
     CHECK_THROWS_AS(eddy::spawn_abortable(answer()), eddy::WrongThread);  // off a worker

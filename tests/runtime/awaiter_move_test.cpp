@@ -105,17 +105,18 @@ Task<void> set_later(eddy::Event& e) {
     e.set();
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("runtime/awaiter_move") {
 
 TEST_CASE("a moved Channel::receive waits on the channel and gets the value sent") {
     eddy::Channel<std::string> ch(1);
-    const std::optional<std::string> got = run_alone([](eddy::Channel<std::string>& chan) -> Task<std::optional<std::string>> {
-        auto op = relocate([&] { return chan.receive(); });
-        eddy::spawn(send_later(chan, "moved"));
-        co_return co_await op;
-    }(ch));
+    const std::optional<std::string> got =
+        run_alone([](eddy::Channel<std::string>& chan) -> Task<std::optional<std::string>> {
+            auto op = relocate([&] { return chan.receive(); });
+            eddy::spawn(send_later(chan, "moved"));
+            co_return co_await op;
+        }(ch));
     CHECK(got == std::optional<std::string>("moved"));
 }
 
@@ -218,4 +219,4 @@ TEST_CASE("an operation moved and then dropped with its source leaves the primit
     CHECK(counter.alive() == 0);  // the unsent value was destroyed, once
 }
 
-}  // TEST_SUITE
+}  // TEST_SUITE("runtime/awaiter_move")

@@ -50,7 +50,7 @@ Outcome owner_versus_thieves(std::size_t capacity, std::size_t items, int thieve
     ChaseLevDeque<std::uintptr_t> victim(capacity);
     std::atomic<bool> owner_done{false};
     std::atomic<int> miscounted_steals{0};  // checked here, not with CHECK on the thieves
-    std::latch started(thieves + 1);  // the owner starts once every thief is running
+    std::latch started(thieves + 1);        // the owner starts once every thief is running
     std::vector<std::thread> threads;
     for (int i = 0; i < thieves; ++i) {
         threads.emplace_back([&] {
@@ -115,7 +115,7 @@ void check_each_taken_once(const Outcome& outcome) {
     CHECK(duplicated == 0);
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("runtime/chase_lev_deque") {
 
@@ -355,8 +355,8 @@ TEST_CASE("size and empty follow pushes, pops and steals") {
 }
 
 TEST_CASE("the constructor rejects a capacity that is not a power of two of at least 2") {
-    for (std::size_t bad : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{6}, std::size_t{100},
-                            std::size_t{255}}) {
+    for (std::size_t bad :
+         {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{6}, std::size_t{100}, std::size_t{255}}) {
         CAPTURE(bad);
         CHECK_THROWS_AS(ChaseLevDeque<int>{bad}, std::invalid_argument);
     }
@@ -383,4 +383,4 @@ TEST_CASE("with a capacity-2 deque and three thieves, every item is taken exactl
     check_each_taken_once(owner_versus_thieves(2, 100'000, 3));
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("runtime/chase_lev_deque")

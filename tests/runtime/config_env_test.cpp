@@ -73,7 +73,7 @@ void check_rejected(const char* var, std::initializer_list<const char*> bad, con
     }
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("runtime/config") {
 
@@ -81,7 +81,8 @@ TEST_SUITE("runtime/config") {
 // from_env: bad values
 
 TEST_CASE("EDDY_WORKERS: every bad value is rejected, naming the variable, the value and the range") {
-    check_rejected("EDDY_WORKERS", {"", "0", "-1", "abc", "1025", " 4", "4 ", "+4", "4x", "1.5", "99999999999999999999999"},
+    check_rejected("EDDY_WORKERS",
+                   {"", "0", "-1", "abc", "1025", " 4", "4 ", "+4", "4x", "1.5", "99999999999999999999999"},
                    "from 1 to 1024");
 }
 
@@ -98,19 +99,39 @@ TEST_CASE("EDDY_PIN_WORKERS: every bad value is rejected") {
 }
 
 TEST_CASE("EDDY_GLOBAL_QUEUE_INTERVAL: every bad value is rejected") {
-    check_rejected("EDDY_GLOBAL_QUEUE_INTERVAL", {"", "0", "-5", "ten", "1000001", "61x", "6.1", "99999999999999999999999"},
-                   "from 1 to 1000000");
+    check_rejected("EDDY_GLOBAL_QUEUE_INTERVAL",
+                   {"", "0", "-5", "ten", "1000001", "61x", "6.1", "99999999999999999999999"}, "from 1 to 1000000");
 }
 
 TEST_CASE("EDDY_STACK_SIZE: every bad value is rejected") {
     check_rejected("EDDY_STACK_SIZE",
-                   {"", "00", "0K", "-1", "-64K", "abc", "1000", "65535", "63K", "2G", "1025M", "1073741825", "1T", "64KB",
-                    "64KiB", "K", "1.5M", " 64K", "64K ", "99999999999999999999G", "17179869184G"},
+                   {"",
+                    "00",
+                    "0K",
+                    "-1",
+                    "-64K",
+                    "abc",
+                    "1000",
+                    "65535",
+                    "63K",
+                    "2G",
+                    "1025M",
+                    "1073741825",
+                    "1T",
+                    "64KB",
+                    "64KiB",
+                    "K",
+                    "1.5M",
+                    " 64K",
+                    "64K ",
+                    "99999999999999999999G",
+                    "17179869184G"},
                    "from 65536 to 1073741824 bytes (64K to 1G)");
 }
 
 TEST_CASE("EDDY_UNHANDLED: every bad value is rejected") {
-    check_rejected("EDDY_UNHANDLED", {"", "callback", "abort", "logs", " log", "log ", "0"}, "log, ignore or terminate");
+    check_rejected("EDDY_UNHANDLED", {"", "callback", "abort", "logs", " log", "log ", "0"},
+                   "log, ignore or terminate");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -231,4 +252,4 @@ TEST_CASE("a default Runtime with EDDY_WORKERS set does not read it, not even to
     }
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("runtime/config")

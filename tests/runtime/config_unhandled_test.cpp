@@ -68,7 +68,7 @@ struct Calls {
     }
 };
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("runtime/config") {
 
@@ -90,8 +90,8 @@ TEST_CASE("policy log wins over a callback that is set") {
     CleanEnv clean;
     Calls calls;
     StderrCapture capture;
-    throw_detached(RuntimeConfig{.workers = 1, .unhandled_exception = UnhandledExceptionPolicy::log,
-                                 .on_unhandled_exception = calls.hook()});
+    throw_detached(RuntimeConfig{
+        .workers = 1, .unhandled_exception = UnhandledExceptionPolicy::log, .on_unhandled_exception = calls.hook()});
     CHECK(capture.finish().find("boom-detached") != std::string::npos);
     CHECK(calls.n.load() == 0);
 }
@@ -100,8 +100,8 @@ TEST_CASE("policy ignore prints nothing and calls nothing") {
     CleanEnv clean;
     Calls calls;
     StderrCapture capture;
-    throw_detached(RuntimeConfig{.workers = 1, .unhandled_exception = UnhandledExceptionPolicy::ignore,
-                                 .on_unhandled_exception = calls.hook()});
+    throw_detached(RuntimeConfig{
+        .workers = 1, .unhandled_exception = UnhandledExceptionPolicy::ignore, .on_unhandled_exception = calls.hook()});
     CHECK(capture.finish().find("boom-detached") == std::string::npos);
     CHECK(calls.n.load() == 0);
 }
@@ -121,7 +121,8 @@ TEST_CASE("policy callback, and a callback with the policy left unset, call on_u
          {std::optional<UnhandledExceptionPolicy>(), std::optional(UnhandledExceptionPolicy::callback)}) {
         Calls calls;
         StderrCapture capture;
-        throw_detached(RuntimeConfig{.workers = 1, .unhandled_exception = policy, .on_unhandled_exception = calls.hook()});
+        throw_detached(
+            RuntimeConfig{.workers = 1, .unhandled_exception = policy, .on_unhandled_exception = calls.hook()});
         CHECK(calls.n.load() == 1);
         CHECK(capture.finish().find("boom-detached") == std::string::npos);
     }
@@ -172,4 +173,4 @@ TEST_CASE("policy terminate aborts the process (in a child)") {
     CHECK(out.find("terminating") != std::string::npos);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("runtime/config")

@@ -56,7 +56,7 @@ void check_field_rejected(const RuntimeConfig& config, const char* field, const 
     CHECK(message->find(accepted) != std::string::npos);
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("runtime/config") {
 
@@ -97,4 +97,4 @@ TEST_CASE("the ends of every range are accepted") {
     }
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("runtime/config")

@@ -69,7 +69,7 @@ std::size_t this_thread_stack_size() {
     return size;
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("runtime/config") {
 
@@ -93,9 +93,9 @@ TEST_CASE("threads are named <prefix>-worker-N and <prefix>-reactor in /proc/sel
         CHECK(threads.count("cfgt-worker-1") == 1);
         CHECK(threads.count("cfgt-reactor") == 1);
         CHECK(threads.count("eddy-reactor") == 0);  // the previous runtime's threads are gone
-        CHECK(rt.block_on([]() -> eddy::Task<std::string> {
-                  co_return this_thread_name();
-              }()).rfind("cfgt-worker-", 0) == 0);
+        CHECK(
+            rt.block_on([]() -> eddy::Task<std::string> { co_return this_thread_name(); }()).rfind("cfgt-worker-", 0) ==
+            0);
     }
 }
 
@@ -158,14 +158,13 @@ TEST_CASE("stack_size sets the workers' stack size") {
         std::mutex mutex;
         std::map<std::string, std::size_t> sizes;  // thread name -> stack size, from the start hook
         {
-            Runtime rt(RuntimeConfig{.workers = 2, .thread_name_prefix = "stk", .stack_size = requested,
-                                     .on_thread_start = [&] {
-                                         std::lock_guard lock(mutex);
-                                         sizes[this_thread_name()] = this_thread_stack_size();
-                                     }});
-            const std::size_t in_task = rt.block_on([]() -> eddy::Task<std::size_t> {
-                co_return this_thread_stack_size();
-            }());
+            Runtime rt(RuntimeConfig{
+                .workers = 2, .thread_name_prefix = "stk", .stack_size = requested, .on_thread_start = [&] {
+                    std::lock_guard lock(mutex);
+                    sizes[this_thread_name()] = this_thread_stack_size();
+                }});
+            const std::size_t in_task =
+                rt.block_on([]() -> eddy::Task<std::size_t> { co_return this_thread_stack_size(); }());
             CHECK(in_task >= requested);
             CHECK(in_task <= 4 * requested + (64u << 10));
         }
@@ -325,7 +324,7 @@ int links_after_push(std::optional<std::uint32_t> interval) {
     c.marker_handle.reset();
     return c.links_at_marker.load() - Chain::kPushAt;
 }
-} // namespace
+}  // namespace
 
 TEST_CASE("global_queue_interval bounds how long a queued task waits behind a busy worker") {
     CleanEnv clean;
@@ -338,4 +337,4 @@ TEST_CASE("global_queue_interval bounds how long a queued task waits behind a bu
     }
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("runtime/config")

@@ -65,11 +65,11 @@ std::chrono::nanoseconds thread_cpu() {
 
 /// Shared by the loop and the sleeper, which run on the same (only) worker thread.
 struct Starvation {
-    int wakeups = 0;                                      // sleeps of 10 ms completed
-    Clock::time_point due = Clock::time_point::max();     // the sleeper's current wake time
-    std::optional<std::chrono::nanoseconds> cpu_at_due;   // set by the loop's first op after `due`
-    std::chrono::nanoseconds worst_late{};                // the worker's CPU time while the sleeper was due
-    std::uint64_t busy_ops = 0;                           // operations the loop completed
+    int wakeups = 0;                                     // sleeps of 10 ms completed
+    Clock::time_point due = Clock::time_point::max();    // the sleeper's current wake time
+    std::optional<std::chrono::nanoseconds> cpu_at_due;  // set by the loop's first op after `due`
+    std::chrono::nanoseconds worst_late{};               // the worker's CPU time while the sleeper was due
+    std::uint64_t busy_ops = 0;                          // operations the loop completed
 };
 
 Task<void> sleeper(const std::atomic<bool>& stop, Starvation& s) {
@@ -104,8 +104,8 @@ void check_not_starved(const Starvation& r, Runtime& rt) {
                     << std::chrono::duration_cast<std::chrono::microseconds>(r.worst_late).count()
                     << " busy_ops=" << r.busy_ops);
     CHECK(r.wakeups >= kWakeups);  // the sleeper ran while the loop did
-    CHECK(r.busy_ops > 1000);             // and the loop really ran on ready operations
-    CHECK(r.worst_late < 100ms);          // about a budget's worth of operations: well under 1 ms
+    CHECK(r.busy_ops > 1000);      // and the loop really ran on ready operations
+    CHECK(r.worst_late < 100ms);   // about a budget's worth of operations: well under 1 ms
     CHECK(rt.metrics().total(&eddy::WorkerMetrics::budget_yields) > 0);
 }
 
@@ -119,7 +119,7 @@ std::string temp_file_with(std::size_t bytes) {
     return path;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a loop on reads of a cached file does not starve a sleeper on its worker") {
     const std::string path = temp_file_with(4096);
@@ -169,11 +169,7 @@ TEST_CASE("a loop on an uncontended Mutex does not starve a sleeper") {
     Runtime rt(RuntimeConfig{.workers = 1});
     eddy::Mutex m;
     Starvation r;
-    rt.block_on(starve(
-        [&]() -> Task<void> {
-            eddy::MutexGuard g = co_await m.lock();
-        },
-        r));
+    rt.block_on(starve([&]() -> Task<void> { eddy::MutexGuard g = co_await m.lock(); }, r));
     check_not_starved(r, rt);
 }
 
@@ -188,10 +184,8 @@ TEST_CASE("a loop on Channel::receive fed by a plain thread does not starve a sl
         std::uint64_t v = 0;
         while (!done.load()) {
             std::uint64_t item = v;
-            if (ch.try_send(std::move(item)))
-                ++v;
-            else
-                std::this_thread::yield();
+            if (ch.try_send(std::move(item))) ++v;
+            else std::this_thread::yield();
         }
     });
     while (ch.size() < (1 << 15)) std::this_thread::yield();  // a head start
@@ -227,7 +221,8 @@ TEST_CASE("the operation that spends the budget keeps its result: a prefilled ch
     }(ch));
     CHECK(ok);
     // One yield per 128 ready receives.
-    CHECK(rt.metrics().total(&eddy::WorkerMetrics::budget_yields) - yields_before >= kItems / eddy::detail::kCoopBudget);
+    CHECK(rt.metrics().total(&eddy::WorkerMetrics::budget_yields) - yields_before >=
+          kItems / eddy::detail::kCoopBudget);
 }
 
 namespace {
@@ -250,15 +245,13 @@ Task<int> child_runs_after(int n, bool unconstrained) {
             co_await eddy::sleep(0ms);  // due at once: a ready operation
         }
     };
-    if (unconstrained)
-        co_await eddy::coop::unconstrained(body());
-    else
-        co_await body();
+    if (unconstrained) co_await eddy::coop::unconstrained(body());
+    else co_await body();
     co_await std::move(child);
     co_return ran_at;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("the budget makes a task yield after 128 ready operations; unconstrained() never does") {
     Runtime rt(RuntimeConfig{.workers = 1});
@@ -272,7 +265,9 @@ TEST_CASE("unconstrained() reaches when_all children; the budget is back afterwa
     Runtime rt(RuntimeConfig{.workers = 1});
     const auto result = rt.block_on([]() -> Task<std::vector<std::optional<std::uint32_t>>> {
         std::vector<std::optional<std::uint32_t>> seen;
-        auto remaining = []() -> Task<std::optional<std::uint32_t>> { co_return co_await eddy::coop::remaining_budget(); };
+        auto remaining = []() -> Task<std::optional<std::uint32_t>> {
+            co_return co_await eddy::coop::remaining_budget();
+        };
         seen.push_back(co_await eddy::coop::unconstrained(remaining()));
         auto [a, b] = co_await eddy::coop::unconstrained(eddy::when_all(remaining(), remaining()));
         seen.push_back(a);

@@ -84,7 +84,8 @@ Task<Where> join_and_look(JoinHandle<int> h) {
 }
 
 /// Awaits `h`, counting what happened; `c` lives in the frame (destroyed exactly once).
-Task<void> count_join(JoinHandle<int> h, [[maybe_unused]] Counted c, std::atomic<int>& joined, std::atomic<int>& stopped) {
+Task<void> count_join(JoinHandle<int> h, [[maybe_unused]] Counted c, std::atomic<int>& joined,
+                      std::atomic<int>& stopped) {
     try {
         (void)co_await std::move(h);
         joined.fetch_add(1);
@@ -93,7 +94,7 @@ Task<void> count_join(JoinHandle<int> h, [[maybe_unused]] Counted c, std::atomic
     }
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a join across runtimes resumes the joiner on its own runtime") {
     std::atomic<bool> go{false};
@@ -103,7 +104,8 @@ TEST_CASE("a join across runtimes resumes the joiner on its own runtime") {
     auto joiner = b.spawn(join_and_look(std::move(task)));
     for (int i = 0; i < 100; ++i) std::this_thread::yield();  // let the joiner wait, most runs
     go.store(true);
-    const Where w = b.block_on([](JoinHandle<Where> j) -> Task<Where> { co_return co_await std::move(j); }(std::move(joiner)));
+    const Where w =
+        b.block_on([](JoinHandle<Where> j) -> Task<Where> { co_return co_await std::move(j); }(std::move(joiner)));
     CHECK(w.value == 7);
     CHECK(w.before_on_b);
     CHECK(w.after_on_b);

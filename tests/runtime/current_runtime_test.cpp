@@ -70,7 +70,7 @@ std::string wrong_thread_message() {
     return "";
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("from a task on one worker: the runtime that runs it, also deep in awaited tasks") {
     Runtime rt(RuntimeConfig{.workers = 1});
@@ -144,9 +144,8 @@ TEST_CASE("from a spawn_blocking call: the runtime whose blocking thread runs it
     CHECK(from_task == &rt);
     CHECK(rt.block_on(join(rt.spawn_blocking([] { return &Runtime::current(); }))) == &rt);
     // Tokio's pattern: a blocking call that drives async work on its runtime.
-    const int got = rt.block_on(join(rt.spawn_blocking([] {
-        return Runtime::current().block_on([]() -> Task<int> { co_return 7; }());
-    })));
+    const int got = rt.block_on(
+        join(rt.spawn_blocking([] { return Runtime::current().block_on([]() -> Task<int> { co_return 7; }()); })));
     CHECK(got == 7);
 }
 

@@ -37,7 +37,7 @@ Task<std::uint64_t> drain(eddy::Channel<std::uint64_t>& ch) {
     co_return sum;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a plain thread's oneshot sends wake tasks that are already waiting") {
     Runtime rt(RuntimeConfig{.workers = 2});
@@ -56,7 +56,9 @@ TEST_CASE("a plain thread's oneshot sends wake tasks that are already waiting") 
     });
     sender.join();
     long sum = 0;
-    for (auto& h : handles) sum += rt.block_on([](eddy::JoinHandle<int> handle) -> Task<int> { co_return co_await std::move(handle); }(std::move(h)));
+    for (auto& h : handles)
+        sum += rt.block_on(
+            [](eddy::JoinHandle<int> handle) -> Task<int> { co_return co_await std::move(handle); }(std::move(h)));
     CHECK(sum == 3L * kTasks * (kTasks - 1) / 2);
 }
 

@@ -15,7 +15,7 @@ namespace {
 
 std::int64_t lower(std::size_t i) { return DurationHistogram::bucket_lower(i).count(); }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("runtime/histogram") {
 
@@ -51,7 +51,7 @@ TEST_CASE("count, sum, mean and max are exact; percentiles are within a bucket")
     };
     CHECK(within(h.percentile(0.5), 500'000));
     CHECK(within(h.percentile(0.99), 990'000));
-    CHECK(h.percentile(1.0) == h.max());   // never beyond the largest recorded
+    CHECK(h.percentile(1.0) == h.max());      // never beyond the largest recorded
     CHECK(within(h.percentile(0.0), 1'000));  // the smallest
 }
 
@@ -69,4 +69,4 @@ TEST_CASE("histograms add up; negative durations count as zero") {
     CHECK(a.percentile(0.34) < microseconds(12));
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("runtime/histogram")

@@ -205,4 +205,4 @@ TEST_CASE("unpark_for_shutdown of a worker that is not parked changes nothing") 
     CHECK(idle.num_searching() == 0);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("runtime/idle")

@@ -55,7 +55,7 @@ std::vector<QueueItem> drain(InjectQueue& q, std::size_t batch) {
     return out;
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("runtime/inject_queue") {
 
@@ -185,7 +185,7 @@ TEST_CASE("with four producers and three consumers every item is received exactl
         threads.emplace_back([&, c] {
             std::unique_ptr<InjectQueue::ConsumerToken> token;
             if (c != 0) token = make_token<InjectQueue::ConsumerToken>(q);  // consumer 0: token-less
-            std::vector<std::size_t> last_from(kProducers, 0);  // last index + 1 per producer
+            std::vector<std::size_t> last_from(kProducers, 0);              // last index + 1 per producer
             QueueItem buf[32];
             // A safety net, not a synchronization: if items were lost, stop after this many
             // empty polls once every producer is done, and let the checks below fail.
@@ -235,4 +235,4 @@ TEST_CASE("with four producers and three consumers every item is received exactl
     CHECK(q.size_approx() == 0);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("runtime/inject_queue")

@@ -135,7 +135,7 @@ Eager await_off_worker(JoinHandle<int>& h, bool& threw_wrong_thread, bool& finis
     finished = true;
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("runtime/join_handle") {
 
@@ -287,7 +287,7 @@ TEST_CASE("detach leaves the handle empty and the task runs to completion") {
     h.detach();
     CHECK_FALSE(h.valid());
     CHECK_FALSE(h.is_finished());
-    h.detach();  // a second detach does nothing
+    h.detach();      // a second detach does nothing
     go.store(true);  // the task may finish only after it was detached
     CHECK(done.get_future().wait_for(kDeadline) == std::future_status::ready);
     CHECK_THROWS_AS(rt.block_on(join(std::move(h))), eddy::BrokenTask);
@@ -349,4 +349,4 @@ TEST_CASE("a finished task's handle that outlives its runtime still gives the re
     CHECK(other.block_on(join(std::move(h))) == 12);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("runtime/join_handle")

@@ -45,7 +45,7 @@ Task<void> touch(std::atomic<int>& n) {
     co_return;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("join_next gives results in the order the tasks finish, then nullopt") {
     Runtime rt(RuntimeConfig{.workers = 1});

@@ -49,7 +49,7 @@ Task<void> record(const std::atomic<int>& exchanges, std::atomic<int>& seen) {
     co_return;
 }
 
-} // namespace
+}  // namespace
 
 namespace {
 
@@ -74,7 +74,7 @@ int exchanges_before_queued_task_ran(std::uint32_t global_queue_interval) {
     return seen.load();
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("two tasks waking each other through the LIFO slot let a queued task run within a few turns") {
     // Without the cap it waited for the global queue interval: 28 exchanges of 61 turns.
@@ -106,7 +106,7 @@ Task<Clock::duration> spawn_then_compute(std::atomic<int>& child_worker, int& pa
     co_return took;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a child waiting in the slot of a worker stuck in a long computation runs on another worker") {
     Runtime rt(RuntimeConfig{.workers = 2});

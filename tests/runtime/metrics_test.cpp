@@ -45,7 +45,7 @@ RuntimeMetrics wait_for_metrics(const Runtime& rt, Pred ok) {
     return m;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("after quiescence every spawned task is completed and none is alive") {
     Runtime rt(RuntimeConfig{.workers = 2});
@@ -115,9 +115,8 @@ TEST_CASE("steals appear when one worker spawns for many") {
 
 TEST_CASE("idle workers park, and work from outside unparks one") {
     Runtime rt(RuntimeConfig{.workers = 2});
-    RuntimeMetrics m = wait_for_metrics(rt, [](const RuntimeMetrics& s) {
-        return s.workers[0].parks > 0 && s.workers[1].parks > 0;
-    });
+    RuntimeMetrics m =
+        wait_for_metrics(rt, [](const RuntimeMetrics& s) { return s.workers[0].parks > 0 && s.workers[1].parks > 0; });
     CHECK(m.workers[0].parks > 0);
     CHECK(m.workers[1].parks > 0);
     std::atomic<int> n{0};
@@ -155,7 +154,8 @@ TEST_CASE("the reactor's figures follow timers and I/O") {
     const std::size_t got = rt.block_on([](int r, int w) -> Task<std::size_t> {
         std::byte buf[8];
         auto [n, ignored] = co_await eddy::when_all(
-            [](int fd, std::span<std::byte> b) -> Task<std::size_t> { co_return co_await eddy::io::read(fd, b); }(r, buf),
+            [](int fd, std::span<std::byte> b) -> Task<std::size_t> { co_return co_await eddy::io::read(fd, b); }(r,
+                                                                                                                  buf),
             [](int fd) -> Task<std::size_t> {
                 co_await eddy::sleep(5ms);
                 const std::byte one[1] = {std::byte{1}};
@@ -218,7 +218,7 @@ Task<void> spin_past(const std::atomic<bool>& woken, std::chrono::milliseconds e
     }
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("runtime/metrics") {
 
@@ -249,4 +249,4 @@ TEST_CASE("the scheduling delay counts how long a woken task waited for its work
     CHECK(rt.metrics().workers[0].scheduling_delay.count() == delay.count());
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("runtime/metrics")

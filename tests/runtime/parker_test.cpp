@@ -66,7 +66,7 @@ TEST_CASE("ten thousand ping-pong rounds between two threads never lose a wake")
     constexpr int kRounds = 10'000;
     Parker to_b;
     Parker to_a;
-    int ball = 0;  // plain on purpose: each hand-off is ordered by one unpark/park pair
+    int ball = 0;             // plain on purpose: each hand-off is ordered by one unpark/park pair
     int mismatches_on_b = 0;  // written by b only, read after the join
     std::thread b([&] {
         for (int r = 0; r < kRounds; ++r) {
@@ -114,4 +114,4 @@ TEST_CASE("a free-running unparker never leaves the parked thread asleep after i
     CHECK(parks <= kUnparks);  // every park returned by consuming at least one notification
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("runtime/parker")

@@ -96,7 +96,7 @@ Task<int> issue_main_task() {
     co_return a + b + c + static_cast<int>(all.size());
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("runtime/runtime") {
 
@@ -189,4 +189,4 @@ TEST_CASE("the issue example program gives 1053 with 1, 2 and 4 workers") {
     }
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("runtime/runtime")

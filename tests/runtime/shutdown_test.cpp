@@ -147,7 +147,7 @@ Task<JoinOutcome> join_outcome(JoinHandle<T> h) {
     co_return JoinOutcome::value;
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("runtime/shutdown") {
 
@@ -235,7 +235,8 @@ TEST_CASE("tasks destroyed by shutdown are not reported as unhandled exceptions"
     std::atomic<int> reached{0};
     std::atomic<int> resumed{0};
     {
-        Runtime rt(RuntimeConfig{.workers = 2, .on_unhandled_exception = [&](std::exception_ptr) { reports.fetch_add(1); }});
+        Runtime rt(
+            RuntimeConfig{.workers = 2, .on_unhandled_exception = [&](std::exception_ptr) { reports.fetch_add(1); }});
         rt.spawn(await_forever(Counted(counter), reached, resumed)).detach();
         REQUIRE(wait_count(reached, 1));
     }
@@ -299,8 +300,14 @@ TEST_CASE("shutdown called from two threads at once returns in both") {
     Runtime rt(RuntimeConfig{.workers = 2});
     rt.spawn(await_forever(Counted(counter), reached, resumed)).detach();
     REQUIRE(wait_count(reached, 1));
-    std::thread a([&] { rt.shutdown(); returned.fetch_add(1); });
-    std::thread b([&] { rt.shutdown(); returned.fetch_add(1); });
+    std::thread a([&] {
+        rt.shutdown();
+        returned.fetch_add(1);
+    });
+    std::thread b([&] {
+        rt.shutdown();
+        returned.fetch_add(1);
+    });
     a.join();
     b.join();
     CHECK(returned.load() == 2);
@@ -345,4 +352,4 @@ TEST_CASE("creating and destroying runtimes repeatedly does not hang") {
     CHECK(created == 50);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("runtime/shutdown")

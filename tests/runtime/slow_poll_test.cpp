@@ -74,7 +74,7 @@ Task<void> compute_in_slices(Clock::duration total, Clock::duration slice) {
 
 std::uint64_t slow_polls(const Runtime& rt) { return rt.metrics().total(&eddy::WorkerMetrics::slow_polls); }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a poll past the threshold is reported once, with its worker and a duration not below the threshold") {
     Reports reports;
@@ -164,6 +164,7 @@ TEST_CASE("slow_poll_threshold and EDDY_SLOW_POLL_MS are validated") {
     }
     for (const char* v : {"", "abc", "-5", "3600001", "10ms"}) {
         eddy::test::ScopedEnv env("EDDY_SLOW_POLL_MS", v);
-        CHECK_THROWS_WITH_AS((void)RuntimeConfig::from_env(), doctest::Contains("EDDY_SLOW_POLL_MS"), std::invalid_argument);
+        CHECK_THROWS_WITH_AS((void)RuntimeConfig::from_env(), doctest::Contains("EDDY_SLOW_POLL_MS"),
+                             std::invalid_argument);
     }
 }

@@ -54,7 +54,7 @@ bool eventually(P pred) {
     return true;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a value, void and a move-only result come back through the handle") {
     Runtime rt(RuntimeConfig{.workers = 2});
@@ -76,8 +76,9 @@ TEST_CASE("a value, void and a move-only result come back through the handle") {
 
 TEST_CASE("the call's exception reaches the awaiter") {
     Runtime rt(RuntimeConfig{.workers = 1});
-    CHECK_THROWS_WITH_AS(rt.block_on(join(rt.spawn_blocking([]() -> int { throw std::runtime_error("disk on fire"); }))),
-                         "disk on fire", std::runtime_error);
+    CHECK_THROWS_WITH_AS(
+        rt.block_on(join(rt.spawn_blocking([]() -> int { throw std::runtime_error("disk on fire"); }))), "disk on fire",
+        std::runtime_error);
 }
 
 TEST_CASE("more calls than threads: never more than the limit at once, the rest queued, all run") {
@@ -185,7 +186,8 @@ TEST_CASE("shutdown stops waiting for a call that runs too long, says so, and th
     CHECK(left == 1);
     CHECK(took >= 50ms);
     CHECK(took < 5s);
-    CHECK(err.find("eddy: shutdown left 1 blocking call(s) running (blocking_shutdown_timeout 50 ms)") != std::string::npos);
+    CHECK(err.find("eddy: shutdown left 1 blocking call(s) running (blocking_shutdown_timeout 50 ms)") !=
+          std::string::npos);
     CHECK_FALSE(ended->load());
     release->store(true);
     CHECK(eventually([&] { return ended->load(); }));
@@ -203,7 +205,8 @@ TEST_CASE("the blocking settings are validated, as fields and as EDDY_* variable
         CHECK_THROWS_WITH_AS(Runtime{c}, doctest::Contains(field), std::invalid_argument);
     };
     rejects([](RuntimeConfig& c) { c.max_blocking_threads = 0; }, "max_blocking_threads");
-    rejects([](RuntimeConfig& c) { c.max_blocking_threads = RuntimeConfig::kMaxBlockingThreads + 1; }, "max_blocking_threads");
+    rejects([](RuntimeConfig& c) { c.max_blocking_threads = RuntimeConfig::kMaxBlockingThreads + 1; },
+            "max_blocking_threads");
     rejects([](RuntimeConfig& c) { c.blocking_keep_alive = 0ms; }, "blocking_keep_alive");
     rejects([](RuntimeConfig& c) { c.blocking_shutdown_timeout = -1ms; }, "blocking_shutdown_timeout");
     {
@@ -215,14 +218,16 @@ TEST_CASE("the blocking settings are validated, as fields and as EDDY_* variable
         CHECK(cfg.blocking_keep_alive == 250ms);
         CHECK(cfg.blocking_shutdown_timeout == 0ms);
     }
-    for (const char* var : {"EDDY_MAX_BLOCKING_THREADS", "EDDY_BLOCKING_KEEP_ALIVE_MS", "EDDY_BLOCKING_SHUTDOWN_TIMEOUT_MS"}) {
+    for (const char* var :
+         {"EDDY_MAX_BLOCKING_THREADS", "EDDY_BLOCKING_KEEP_ALIVE_MS", "EDDY_BLOCKING_SHUTDOWN_TIMEOUT_MS"}) {
         for (const char* bad : {"", "x", "-1", "99999999999"}) {
             eddy::test::ScopedEnv env(var, bad);
             CHECK_THROWS_WITH_AS((void)RuntimeConfig::from_env(), doctest::Contains(var), std::invalid_argument);
         }
     }
     eddy::test::ScopedEnv zero("EDDY_MAX_BLOCKING_THREADS", "0");
-    CHECK_THROWS_WITH_AS((void)RuntimeConfig::from_env(), doctest::Contains("EDDY_MAX_BLOCKING_THREADS"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS((void)RuntimeConfig::from_env(), doctest::Contains("EDDY_MAX_BLOCKING_THREADS"),
+                         std::invalid_argument);
 }
 
 TEST_CASE("blocking threads run the thread hooks and carry the runtime's name") {

@@ -187,7 +187,7 @@ struct HookRecorder {
 };
 
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("runtime/spawn") {
 
@@ -323,7 +323,7 @@ TEST_CASE("an exception escaping a detached task goes to on_unhandled_exception 
         go.store(true);  // the handle is gone before the task can fail
         REQUIRE(recorder.first_call.get_future().wait_for(kDeadline) == std::future_status::ready);
         CHECK(rt.block_on(value(1)) == 1);  // the runtime (and the process) carry on
-    }  // workers joined: no later call can come
+    }                                       // workers joined: no later call can come
     CHECK(recorder.calls.load() == 1);
     CHECK(recorder.recorded() == std::vector<std::string>{"detached boom"});
 }
@@ -422,4 +422,4 @@ TEST_CASE("tasks spawned from outside the runtime run on more than one worker") 
     CHECK(*ia != *ib);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("runtime/spawn")

@@ -101,14 +101,15 @@ Task<void> serve(eddy::net::TcpStream s) {
     }
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a TaskGroup of connections blocked in reads: named members, their reads and sites, text and JSON") {
     Runtime rt(RuntimeConfig{.workers = 2});
     auto listener = eddy::net::TcpListener::bind(eddy::net::SocketAddr::loopback_v4(0));
     const auto address = listener.local_address();
     auto server = rt.spawn(eddy::task_group([&](eddy::TaskGroup& g) -> Task<void> {
-                               for (int i = 0; i < 3; ++i) g.spawn(serve(co_await listener.accept()), "conn " + std::to_string(i));
+                               for (int i = 0; i < 3; ++i)
+                                   g.spawn(serve(co_await listener.accept()), "conn " + std::to_string(i));
                            }),
                            "server");
     std::vector<eddy::net::TcpStream> clients;
@@ -126,7 +127,8 @@ TEST_CASE("a TaskGroup of connections blocked in reads: named members, their rea
     REQUIRE(root != nullptr);
     CHECK(root->kind == "spawned");
     CHECK(root->state == "suspended");
-    const TaskDump::Task* group = find(*root, [](const TaskDump::Task& t) { return contains(t.waits_on, "task_group, 3 members"); });
+    const TaskDump::Task* group =
+        find(*root, [](const TaskDump::Task& t) { return contains(t.waits_on, "task_group, 3 members"); });
     REQUIRE(group != nullptr);
     REQUIRE(group->children.size() == 3);
     for (int i = 0; i < 3; ++i) {
@@ -185,7 +187,8 @@ TEST_CASE("a when_any racing a sleep: both children, the read's descriptor, the 
     REQUIRE(race != nullptr);
     REQUIRE(race->children.size() == 2);
     CHECK(find(race->children[0], [](const TaskDump::Task& t) { return contains(t.waits_on, "read fd "); }) != nullptr);
-    const TaskDump::Task* sleeper = find(race->children[1], [](const TaskDump::Task& t) { return contains(t.waits_on, "eddy::sleep"); });
+    const TaskDump::Task* sleeper =
+        find(race->children[1], [](const TaskDump::Task& t) { return contains(t.waits_on, "eddy::sleep"); });
     REQUIRE(sleeper != nullptr);
     CHECK(contains(sleeper->waits_on, "ms left"));
     CHECK(contains(sleeper->site, "task_dump_test.cpp:"));
@@ -223,21 +226,23 @@ TEST_CASE("with_timeout around a read: one wait naming the timer and the read") 
     CHECK(join(rt, std::move(timed)) == 1);
 }
 
-TEST_CASE("a cancelled group draining: the group says cancelling, its members are cancelled, the shielded cleanup is not") {
+TEST_CASE(
+    "a cancelled group draining: the group says cancelling, its members are cancelled, the shielded cleanup is not") {
     Runtime rt(RuntimeConfig{.workers = 2});
     eddy::Event release;
     std::atomic<int> cleaned{0};
     auto group = rt.spawn(eddy::task_group([&](eddy::TaskGroup& g) -> Task<void> {
                               for (int i = 0; i < 2; ++i)
-                                  g.spawn([](eddy::Event& ev, std::atomic<int>& done) -> Task<void> {
-                                      try {
-                                          co_await eddy::sleep(60s);
-                                      } catch (const eddy::OperationCancelled&) {
-                                      }
-                                      co_await eddy::shield([](eddy::Event& e) -> Task<void> { co_await e; }(ev));
-                                      done.fetch_add(1);
-                                  }(release, cleaned),
-                                          "worker " + std::to_string(i));
+                                  g.spawn(
+                                      [](eddy::Event& ev, std::atomic<int>& done) -> Task<void> {
+                                          try {
+                                              co_await eddy::sleep(60s);
+                                          } catch (const eddy::OperationCancelled&) {
+                                          }
+                                          co_await eddy::shield([](eddy::Event& e) -> Task<void> { co_await e; }(ev));
+                                          done.fetch_add(1);
+                                      }(release, cleaned),
+                                      "worker " + std::to_string(i));
                               co_await eddy::sleep(1ms);
                               g.cancel();
                           }),
@@ -279,8 +284,8 @@ TEST_CASE("from a task: the dumping task, a runnable spawn, a join, a lock, a bl
                 co_return;
             }(m),
             "locker");
-        auto joiner = eddy::spawn([](eddy::JoinHandle<void> h) -> Task<void> { co_await std::move(h); }(std::move(locker)),
-                                  "joiner");
+        auto joiner = eddy::spawn(
+            [](eddy::JoinHandle<void> h) -> Task<void> { co_await std::move(h); }(std::move(locker)), "joiner");
         co_await eddy::yield_now();  // both run up to their waits
         auto waiter = eddy::spawn([](eddy::Event& e) -> Task<void> { co_await e; }(ev), "fresh");
         TaskDump dump = co_await eddy::dump_tasks();  // "fresh" has not run: it is in the LIFO slot
@@ -314,8 +319,9 @@ TEST_CASE("a task a thread waits for in block_on is a block_on root (once the th
     std::thread other([&] {
         // The calling thread marks the task when it starts waiting, after the spawn: dump until then.
         seen = dump_until(rt, [](const TaskDump& d) {
-            return find(d, [](const TaskDump::Task& t) { return t.kind == "block_on" && contains(t.waits_on, "Event"); }) !=
-                   nullptr;
+            return find(d, [](const TaskDump::Task& t) {
+                       return t.kind == "block_on" && contains(t.waits_on, "Event");
+                   }) != nullptr;
         });
         rt.block_on([](eddy::Event& e) -> Task<void> {
             e.set();
@@ -405,7 +411,9 @@ TEST_CASE("names with quotes, backslashes and newlines stay on one line in the t
     join(rt, std::move(h));
 }
 
-TEST_CASE("misuse: Runtime::dump on a worker throws WrongThread, dump_tasks off a worker too, a stopped runtime RuntimeStopped") {
+TEST_CASE(
+    "misuse: Runtime::dump on a worker throws WrongThread, dump_tasks off a worker too, a stopped runtime "
+    "RuntimeStopped") {
     Runtime rt(RuntimeConfig{.workers = 1});
     CHECK_THROWS_AS(rt.block_on([](Runtime& r) -> Task<void> {
         (void)r.dump();
@@ -422,7 +430,8 @@ TEST_CASE("misuse: a dump after shutdown throws RuntimeStopped") {
     CHECK_THROWS_AS((void)rt.dump(), eddy::RuntimeStopped);
 }
 
-TEST_CASE("dumps from two tasks and another thread at once, while tasks spawn and finish: no deadlock, every dump whole") {
+TEST_CASE(
+    "dumps from two tasks and another thread at once, while tasks spawn and finish: no deadlock, every dump whole") {
     Runtime rt(RuntimeConfig{.workers = 2});
     std::atomic<bool> stop{false};
     std::atomic<int> outside_dumps{0}, outside_bad{0};

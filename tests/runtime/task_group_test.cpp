@@ -51,15 +51,15 @@ Task<void> fail_after(std::chrono::milliseconds d) {
 
 Task<void> nap() { co_await eddy::sleep(std::chrono::hours(1)); }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a group completes after its body and every child, and children run") {
     Runtime rt(RuntimeConfig{.workers = 2});
     std::atomic<int> sum{0};
     run(rt, eddy::task_group([&](TaskGroup& g) -> Task<void> {
-        for (int i = 1; i <= 100; ++i) g.spawn(add(sum, i));
-        co_return;
-    }));
+            for (int i = 1; i <= 100; ++i) g.spawn(add(sum, i));
+            co_return;
+        }));
     CHECK(sum.load() == 5050);
 }
 
@@ -78,9 +78,9 @@ TEST_CASE("children may spawn further children into the group") {
         }
     };
     run(rt, eddy::task_group([&](TaskGroup& g) -> Task<void> {
-        g.spawn(Tree::grow(g, leaves, 10));
-        co_return;
-    }));
+            g.spawn(Tree::grow(g, leaves, 10));
+            co_return;
+        }));
     CHECK(leaves.load() == 1024);
 }
 
@@ -89,12 +89,12 @@ TEST_CASE("the children of a group run in parallel on different workers") {
     std::atomic<int> started{0};
     std::atomic<int> met{0};
     run(rt, eddy::task_group([&](TaskGroup& g) -> Task<void> {
-        for (int i = 0; i < 2; ++i)
-            g.spawn([](std::atomic<int>& s, std::atomic<int>& m) -> Task<void> {
-                if (co_await eddy::test::rendezvous(s, 2)) m.fetch_add(1);
-            }(started, met));
-        co_return;
-    }));
+            for (int i = 0; i < 2; ++i)
+                g.spawn([](std::atomic<int>& s, std::atomic<int>& m) -> Task<void> {
+                    if (co_await eddy::test::rendezvous(s, 2)) m.fetch_add(1);
+                }(started, met));
+            co_return;
+        }));
     CHECK(met.load() == 2);
 }
 
@@ -104,10 +104,10 @@ TEST_CASE("a failing child cancels its sleeping siblings and its exception is re
     std::atomic<int> cancelled{0};
     const auto start = std::chrono::steady_clock::now();
     CHECK_THROWS_WITH_AS(run(rt, eddy::task_group([&](TaskGroup& g) -> Task<void> {
-                             for (int i = 0; i < 5; ++i) g.spawn(sleeper<void>(frames, cancelled));
-                             g.spawn(fail_after(10ms));
-                             co_await eddy::sleep(1h);  // the body is a member too: cancelled as well
-                         })),
+                                 for (int i = 0; i < 5; ++i) g.spawn(sleeper<void>(frames, cancelled));
+                                 g.spawn(fail_after(10ms));
+                                 co_await eddy::sleep(1h);  // the body is a member too: cancelled as well
+                             })),
                          "child failed", std::runtime_error);
     CHECK(std::chrono::steady_clock::now() - start < 10s);  // not the hour of the sleeps
     CHECK(cancelled.load() == 5);
@@ -120,11 +120,11 @@ TEST_CASE("an exception from the body cancels the children and is rethrown") {
     LifetimeCounter frames;
     std::atomic<int> cancelled{0};
     CHECK_THROWS_WITH_AS(run(rt, eddy::task_group([&](TaskGroup& g) -> Task<void> {
-                             g.spawn(sleeper<void>(frames, cancelled));
-                             g.spawn(sleeper<void>(frames, cancelled));
-                             co_await eddy::sleep(5ms);
-                             throw std::logic_error("body failed");
-                         })),
+                                 g.spawn(sleeper<void>(frames, cancelled));
+                                 g.spawn(sleeper<void>(frames, cancelled));
+                                 co_await eddy::sleep(5ms);
+                                 throw std::logic_error("body failed");
+                             })),
                          "body failed", std::logic_error);
     CHECK(cancelled.load() == 2);
     CHECK(frames.alive() == 0);
@@ -136,13 +136,13 @@ TEST_CASE("cancel() stops every member and the group completes normally") {
     std::atomic<int> cancelled{0};
     bool cancelled_seen = false;
     run(rt, eddy::task_group([&](TaskGroup& g) -> Task<void> {
-        for (int i = 0; i < 4; ++i) g.spawn(sleeper<void>(frames, cancelled));
-        g.spawn([](TaskGroup& group) -> Task<void> {
-            co_await eddy::sleep(10ms);
-            group.cancel();
-        }(g));
-        co_await eddy::sleep(1h);  // cancelled too; its OperationCancelled is not a failure
-    }));
+            for (int i = 0; i < 4; ++i) g.spawn(sleeper<void>(frames, cancelled));
+            g.spawn([](TaskGroup& group) -> Task<void> {
+                co_await eddy::sleep(10ms);
+                group.cancel();
+            }(g));
+            co_await eddy::sleep(1h);  // cancelled too; its OperationCancelled is not a failure
+        }));
     cancelled_seen = cancelled.load() == 4;
     CHECK(cancelled_seen);
     CHECK(frames.alive() == 0);
@@ -153,12 +153,12 @@ TEST_CASE("a child spawned after cancel() starts cancelled") {
     std::atomic<int> cancelled{0};
     LifetimeCounter frames;
     run(rt, eddy::task_group([&](TaskGroup& g) -> Task<void> {
-        g.cancel();
-        CHECK(g.cancelled());
-        CHECK(g.stop_token().stop_requested());
-        g.spawn(sleeper<void>(frames, cancelled));
-        co_return;
-    }));
+            g.cancel();
+            CHECK(g.cancelled());
+            CHECK(g.stop_token().stop_requested());
+            g.spawn(sleeper<void>(frames, cancelled));
+            co_return;
+        }));
     CHECK(cancelled.load() == 1);
 }
 
@@ -184,15 +184,15 @@ TEST_CASE("a finished child's frame is freed at once, while the group still runs
     LifetimeCounter frames;
     bool freed_while_running = false;
     run(rt, eddy::task_group([&](TaskGroup& g) -> Task<void> {
-        for (int i = 0; i < 1000; ++i)
-            g.spawn([](LifetimeCounter& f) -> Task<void> {
-                Counted local(f);
-                co_return;
-            }(frames));
-        const auto deadline = std::chrono::steady_clock::now() + eddy::test::kDeadline;
-        while (frames.destructions.load() < 1000 && !eddy::test::past(deadline)) co_await eddy::yield_now();
-        freed_while_running = frames.destructions.load() == 1000;  // the body is still a member
-    }));
+            for (int i = 0; i < 1000; ++i)
+                g.spawn([](LifetimeCounter& f) -> Task<void> {
+                    Counted local(f);
+                    co_return;
+                }(frames));
+            const auto deadline = std::chrono::steady_clock::now() + eddy::test::kDeadline;
+            while (frames.destructions.load() < 1000 && !eddy::test::past(deadline)) co_await eddy::yield_now();
+            freed_while_running = frames.destructions.load() == 1000;  // the body is still a member
+        }));
     CHECK(freed_while_running);
 }
 
@@ -201,15 +201,15 @@ TEST_CASE("spawning an empty task throws BrokenTask and the group still complete
     std::atomic<int> sum{0};
     bool threw = false;
     run(rt, eddy::task_group([&](TaskGroup& g) -> Task<void> {
-        Task<void> empty;
-        try {
-            g.spawn(std::move(empty));
-        } catch (const eddy::BrokenTask&) {
-            threw = true;
-        }
-        g.spawn(add(sum, 1));
-        co_return;
-    }));
+            Task<void> empty;
+            try {
+                g.spawn(std::move(empty));
+            } catch (const eddy::BrokenTask&) {
+                threw = true;
+            }
+            g.spawn(add(sum, 1));
+            co_return;
+        }));
     CHECK(threw);
     CHECK(sum.load() == 1);
 }
@@ -224,7 +224,8 @@ TEST_CASE("shutting the runtime down with a group running destroys every member"
               for (int i = 0; i < 8; ++i) g.spawn(sleeper<void>(frames, cancelled));
               started.store(1);
               co_await eddy::sleep(1h);
-          })).detach();
+          }))
+            .detach();
         const auto deadline = std::chrono::steady_clock::now() + eddy::test::kDeadline;
         while ((started.load() == 0 || frames.constructions() < 8) && !eddy::test::past(deadline))
             std::this_thread::yield();

@@ -42,17 +42,18 @@ Task<std::string> read_after_yield() {
     co_return co_await request_id.get();
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a binding is seen by the task and everything it awaits, and only inside the scope") {
     Runtime rt(RuntimeConfig{.workers = 2});
-    auto [outside, inside, deep, after] = rt.block_on([]() -> Task<std::tuple<std::string, std::string, std::string, std::string>> {
-        std::string outside_id = co_await read_id();
-        std::string inside_id = co_await request_id.scope("req-1", read_id());
-        std::string deep_id = co_await request_id.scope("req-2", nested_read(100));
-        std::string after_id = co_await read_id();
-        co_return std::tuple{outside_id, inside_id, deep_id, after_id};
-    }());
+    auto [outside, inside, deep, after] =
+        rt.block_on([]() -> Task<std::tuple<std::string, std::string, std::string, std::string>> {
+            std::string outside_id = co_await read_id();
+            std::string inside_id = co_await request_id.scope("req-1", read_id());
+            std::string deep_id = co_await request_id.scope("req-2", nested_read(100));
+            std::string after_id = co_await read_id();
+            co_return std::tuple{outside_id, inside_id, deep_id, after_id};
+        }());
     CHECK(outside == "<none>");
     CHECK(inside == "req-1");
     CHECK(deep == "req-2");

@@ -139,7 +139,7 @@ Task<void> producer(Stream& s, Notify& mine, Notify& other, std::size_t per_turn
     other.notify_one();
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("runtime/wake_order") {
 
@@ -169,13 +169,14 @@ std::uint64_t run_stream(Stream& s, bool remote) {
         std::vector<JoinHandle<void>> waiters;
         for (std::size_t i = 0; i < stream.w.size(); ++i) waiters.push_back(eddy::spawn(waiter(stream, i)));
         for (auto& n : foreign) {
-            waiters.push_back(eddy::spawn([](Stream& st, Notify& notify, std::atomic<bool>& stop, std::uint64_t& runs) -> Task<void> {
-                while (!stop.load()) {
-                    co_await notify.notified();
-                    ++st.polls;  // one more poll on this worker between the stream's
-                    ++runs;
-                }
-            }(stream, *n, finished, remote_count)));
+            waiters.push_back(
+                eddy::spawn([](Stream& st, Notify& notify, std::atomic<bool>& stop, std::uint64_t& runs) -> Task<void> {
+                    while (!stop.load()) {
+                        co_await notify.notified();
+                        ++st.polls;  // one more poll on this worker between the stream's
+                        ++runs;
+                    }
+                }(stream, *n, finished, remote_count)));
         }
         while (stream.waiting < stream.w.size()) co_await eddy::yield_now();
         Notify a, b;
@@ -231,11 +232,12 @@ TEST_CASE("tasks woken one by one in one poll run in that order, the last first 
         int waiting = 0;
         for (int i = 0; i < kN; ++i) {
             n.push_back(std::make_unique<Notify>());
-            waiters.push_back(eddy::spawn([](Notify& notify, std::vector<int>& seq, int& parked, int index) -> Task<void> {
-                ++parked;
-                co_await notify.notified();
-                seq.push_back(index);
-            }(*n.back(), trace, waiting, i)));
+            waiters.push_back(
+                eddy::spawn([](Notify& notify, std::vector<int>& seq, int& parked, int index) -> Task<void> {
+                    ++parked;
+                    co_await notify.notified();
+                    seq.push_back(index);
+                }(*n.back(), trace, waiting, i)));
         }
         while (waiting < kN) co_await eddy::yield_now();
         for (auto& x : n) x->notify_one();
@@ -292,4 +294,4 @@ TEST_CASE("fork-join children still run depth first: a when_all tree never fills
     if (!kSmallQueues) CHECK(rt.metrics().workers[0].overflows == 0);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("runtime/wake_order")

@@ -234,7 +234,7 @@ Task<int> nested() {
     co_return total;
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("runtime/when_all") {
 
@@ -242,8 +242,9 @@ TEST_SUITE("runtime/when_all") {
 // Results
 
 TEST_CASE("when_all over a pack gives a tuple in argument order, with monostate for void") {
-    static_assert(std::is_same_v<decltype(eddy::when_all(value(1), set_flag(std::declval<std::atomic<bool>&>())))::value_type,
-                                 std::tuple<int, std::monostate>>);
+    static_assert(
+        std::is_same_v<decltype(eddy::when_all(value(1), set_flag(std::declval<std::atomic<bool>&>())))::value_type,
+                       std::tuple<int, std::monostate>>);
     std::atomic<bool> ran{false};
     Runtime rt(RuntimeConfig{.workers = 2});
     const auto [a, b, c] = rt.block_on(mixed(ran));
@@ -412,7 +413,7 @@ TEST_CASE("an empty child in a vector throws BrokenTask before any child starts"
     CHECK(ran.load() == 0);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("runtime/when_all")
 
 namespace {
 
@@ -432,7 +433,7 @@ Task<int> fail_soon() {
     throw std::runtime_error("first failure");
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a failing child cancels its waiting siblings instead of waiting for them") {
     Runtime rt(RuntimeConfig{.workers = 2});
@@ -443,8 +444,8 @@ TEST_CASE("a failing child cancels its waiting siblings instead of waiting for t
     while (!h.is_finished() && !past(deadline)) std::this_thread::yield();
     REQUIRE(h.is_finished());
     CHECK_THROWS_WITH_AS(rt.block_on([](eddy::JoinHandle<std::tuple<int, int, int>> j) -> Task<void> {
-                             (void)co_await std::move(j);
-                         }(std::move(h))),
+        (void)co_await std::move(j);
+    }(std::move(h))),
                          "first failure", std::runtime_error);
     CHECK(cancelled.load() == 2);
     CHECK(std::chrono::steady_clock::now() - start < 10s);  // not the hour of the sleeps
@@ -464,9 +465,9 @@ TEST_CASE("cancelling the awaiter of when_all cancels every child") {
     Runtime rt(RuntimeConfig{.workers = 2});
     std::atomic<int> cancelled{0};
     std::stop_source stop;
-    CHECK_THROWS_AS(rt.block_on(eddy::when_all(eddy::with_stop_token(eddy::when_all(sleeper(cancelled), sleeper(cancelled)),
-                                                                     stop.get_token()),
-                                               eddy::test::stop_after(5ms, stop))),
+    CHECK_THROWS_AS(rt.block_on(eddy::when_all(
+                        eddy::with_stop_token(eddy::when_all(sleeper(cancelled), sleeper(cancelled)), stop.get_token()),
+                        eddy::test::stop_after(5ms, stop))),
                     eddy::OperationCancelled);
     CHECK(cancelled.load() == 2);
 }

@@ -64,7 +64,7 @@ Task<void> write_both(int a, int b) {
     (void)co_await eddy::io::write(b, eddy::test::bytes("B"));
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("the winner's value and index; a loser that was cancelled has an empty slot") {
     Runtime rt(RuntimeConfig{.workers = 2});

@@ -55,7 +55,7 @@ Task<std::string> text_after(std::chrono::milliseconds d, std::string s) {
     co_return s;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("the first child to finish wins: its index and value, even among equal types") {
     Runtime rt(RuntimeConfig{.workers = 2});

@@ -18,7 +18,7 @@ namespace {
 
 using eddy::test::ScopedEnv;
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("runtime/worker_count") {
 
@@ -50,4 +50,4 @@ TEST_CASE("a Runtime configured with 0 or 1025 workers throws std::invalid_argum
     CHECK_THROWS_AS(eddy::Runtime(eddy::RuntimeConfig{.workers = 1025}), std::invalid_argument);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("runtime/worker_count")

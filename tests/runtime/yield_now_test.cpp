@@ -54,8 +54,7 @@ Task<bool> spawn_then_yield(std::atomic<bool>& flag) {
 
 /// Signals `started`, waits (bounded spin, no suspension) until the test thread has queued
 /// another task from outside, then yields once; reports whether that task ran meanwhile.
-Task<bool> yield_behind_injected(std::promise<void>& started, std::atomic<bool>& injected,
-                                 std::atomic<bool>& flag) {
+Task<bool> yield_behind_injected(std::promise<void>& started, std::atomic<bool>& injected, std::atomic<bool>& flag) {
     started.set_value();
     const auto deadline = std::chrono::steady_clock::now() + kDeadline;
     while (!injected.load())
@@ -114,7 +113,7 @@ Eager yield_off_worker(bool& threw_wrong_thread, bool& finished) {
     finished = true;
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("runtime/yield_now") {
 
@@ -167,4 +166,4 @@ TEST_CASE("yield_now off a worker thread throws WrongThread") {
     CHECK(threw_wrong_thread);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("runtime/yield_now")

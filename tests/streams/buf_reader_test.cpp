@@ -54,7 +54,7 @@ Task<std::vector<std::string>> all_lines(BufReader<MemoryStream>& in) {
     co_return out;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("read_line: split delimiters, CRLF, empty lines, a last line without newline") {
     Runtime rt(RuntimeConfig{.workers = 1});

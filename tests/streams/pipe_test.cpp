@@ -91,7 +91,7 @@ Task<Basics> basics() {
     co_return b;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("pipe(): what is written to one end is read from the other; 0 once the write end is closed") {
     {
@@ -122,8 +122,8 @@ struct LateWrite {
     std::string got;
 };
 
-Task<void> late_reader(int fd, std::atomic<int>& started, std::atomic<bool>& reading,
-                       const std::atomic<bool>& written, LateWrite& out) {
+Task<void> late_reader(int fd, std::atomic<int>& started, std::atomic<bool>& reading, const std::atomic<bool>& written,
+                       LateWrite& out) {
     out.reader_worker = co_await eddy::test::rendezvous(started, 2);
     std::array<std::byte, 16> buf;
     reading.store(true);
@@ -132,13 +132,13 @@ Task<void> late_reader(int fd, std::atomic<int>& started, std::atomic<bool>& rea
     out.got = text(std::span(buf).first(n));
 }
 
-Task<void> late_writer(int fd, std::atomic<int>& started, const std::atomic<bool>& reading,
-                       std::atomic<bool>& written, LateWrite& out) {
+Task<void> late_writer(int fd, std::atomic<int>& started, const std::atomic<bool>& reading, std::atomic<bool>& written,
+                       LateWrite& out) {
     out.writer_worker = co_await eddy::test::rendezvous(started, 2);
     const auto deadline = std::chrono::steady_clock::now() + kDeadline;
     while (!reading.load() && !past(deadline)) co_await eddy::yield_now();
     for (int i = 0; i < 10; ++i) co_await eddy::yield_now();  // later still
-    written.store(true);  // before the write: a read that returns must see it
+    written.store(true);                                      // before the write: a read that returns must see it
     co_await eddy::io::write(fd, bytes("late"));
 }
 
@@ -152,7 +152,7 @@ Task<LateWrite> reader_waits_for_writer() {
     co_return out;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a reader task waits on an empty pipe while a writer on another worker writes later") {
     Runtime rt(RuntimeConfig{.workers = 2});
@@ -178,7 +178,7 @@ Task<std::vector<std::byte>> through_pipe(const std::vector<std::byte>& payload)
     co_return std::move(std::get<1>(both));
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("1 MiB through a pipe (64 KiB buffer): the writer waits for the reader, even on one worker") {
     const std::vector<std::byte> payload = eddy::test::pattern(1 << 20, 5);
@@ -239,7 +239,7 @@ Task<NonBlocking> nonblocking_ends() {
     co_return r;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("non-blocking ends: a read of an empty pipe and a write to a full one wait instead of failing") {
     Runtime rt(RuntimeConfig{.workers = 2});
@@ -272,7 +272,7 @@ Task<BadFds> bad_fds() {
     co_return b;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("io::read and io::write on -1 or a closed descriptor: EBADF") {
     Runtime rt(RuntimeConfig{.workers = 1});
@@ -321,7 +321,7 @@ int epipe_in_child() {
     return status;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("io::write to a pipe whose read end is closed: EPIPE, and SIGPIPE does not kill the process") {
     // In a child: if the write raised SIGPIPE, its default action would end the whole test
@@ -336,7 +336,8 @@ TEST_CASE("io::write to a pipe whose read end is closed: EPIPE, and SIGPIPE does
     }
 
     // With SIGPIPE ignored (what a server usually does), the error is EPIPE here too.
-    struct sigaction ignore {}, old{};
+    struct sigaction ignore {
+    }, old{};
     ignore.sa_handler = SIG_IGN;
     REQUIRE(::sigaction(SIGPIPE, &ignore, &old) == 0);
     {

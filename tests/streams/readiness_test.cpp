@@ -67,25 +67,26 @@ std::error_code error_of(Runtime& rt, Task<unsigned> t) {
     return {};
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("readable completes only once a byte is written, and leaves the byte to read") {
     Runtime rt(RuntimeConfig{.workers = 2});
     Pipe p;
     std::atomic<bool> written{false};
-    const auto [ev, was_written_first] = rt.block_on([](Pipe& pipe, std::atomic<bool>& wrote) -> Task<std::pair<unsigned, bool>> {
-        auto writer = [](Pipe& ends, std::atomic<bool>& flag) -> Task<void> {
-            co_await eddy::sleep(50ms);
-            flag.store(true);
-            REQUIRE(::write(ends.w, "x", 1) == 1);
-        };
-        auto waiter = [](Pipe& ends, std::atomic<bool>& flag) -> Task<std::pair<unsigned, bool>> {
-            const unsigned revents = co_await eddy::io::readable(ends.r);
-            co_return std::pair{revents, flag.load()};
-        };
-        auto [r, _] = co_await eddy::when_all(waiter(pipe, wrote), writer(pipe, wrote));
-        co_return r;
-    }(p, written));
+    const auto [ev, was_written_first] =
+        rt.block_on([](Pipe& pipe, std::atomic<bool>& wrote) -> Task<std::pair<unsigned, bool>> {
+            auto writer = [](Pipe& ends, std::atomic<bool>& flag) -> Task<void> {
+                co_await eddy::sleep(50ms);
+                flag.store(true);
+                REQUIRE(::write(ends.w, "x", 1) == 1);
+            };
+            auto waiter = [](Pipe& ends, std::atomic<bool>& flag) -> Task<std::pair<unsigned, bool>> {
+                const unsigned revents = co_await eddy::io::readable(ends.r);
+                co_return std::pair{revents, flag.load()};
+            };
+            auto [r, _] = co_await eddy::when_all(waiter(pipe, wrote), writer(pipe, wrote));
+            co_return r;
+        }(p, written));
     CHECK((ev & POLLIN) != 0);
     CHECK(was_written_first);
     char c = 0;
@@ -130,7 +131,8 @@ TEST_CASE("poll reports the hang-up when the write end closes") {
         std::this_thread::sleep_for(30ms);
         p.close_write();
     });
-    const unsigned ev = rt.block_on([](int fd) -> Task<unsigned> { co_return co_await eddy::io::poll(fd, POLLIN); }(p.r));
+    const unsigned ev =
+        rt.block_on([](int fd) -> Task<unsigned> { co_return co_await eddy::io::poll(fd, POLLIN); }(p.r));
     closer.join();
     CHECK((ev & POLLHUP) != 0);
 }
@@ -217,12 +219,13 @@ TEST_CASE("cancelled by its token or by the task's cancellation, with nothing le
               co_return co_await eddy::io::readable(fd, std::move(t));
           }(p.r, source.get_token())) == std::errc::operation_canceled);
     canceller.join();
-    CHECK_THROWS_AS(rt.block_on(eddy::with_timeout([](int fd) -> Task<unsigned> { co_return co_await eddy::io::readable(fd); }(p.r),
-                                                   30ms)),
+    CHECK_THROWS_AS(rt.block_on(eddy::with_timeout(
+                        [](int fd) -> Task<unsigned> { co_return co_await eddy::io::readable(fd); }(p.r), 30ms)),
                     eddy::TimedOut);
     // The data that comes later is all there for the next look.
     REQUIRE(::write(p.w, "z", 1) == 1);
-    CHECK((rt.block_on([](int fd) -> Task<unsigned> { co_return co_await eddy::io::readable(fd); }(p.r)) & POLLIN) != 0);
+    CHECK((rt.block_on([](int fd) -> Task<unsigned> { co_return co_await eddy::io::readable(fd); }(p.r)) & POLLIN) !=
+          0);
     char c = 0;
     CHECK(::read(p.r, &c, 1) == 1);
     CHECK(rt.metrics().reactor.in_flight <= 1);  // only the reactor's own wake-up read
@@ -230,7 +233,8 @@ TEST_CASE("cancelled by its token or by the task's cancellation, with nothing le
 
 TEST_CASE("a bad descriptor is std::system_error with EBADF; off a worker, WrongThread") {
     Runtime rt(RuntimeConfig{.workers = 1});
-    CHECK(error_of(rt, []() -> Task<unsigned> { co_return co_await eddy::io::readable(-1); }()) == std::errc::bad_file_descriptor);
+    CHECK(error_of(rt, []() -> Task<unsigned> { co_return co_await eddy::io::readable(-1); }()) ==
+          std::errc::bad_file_descriptor);
     int closed;
     {
         Pipe p;
@@ -270,5 +274,7 @@ TEST_CASE("200 tasks waiting on 200 pipes are all woken") {
     }(pipes, waiting));
     while (waiting.load() < kPipes) std::this_thread::sleep_for(1ms);
     for (auto& p : pipes) REQUIRE(::write(p->w, "!", 1) == 1);
-    CHECK(rt.block_on([](eddy::JoinHandle<int> h) -> Task<int> { co_return co_await std::move(h); }(std::move(waits))) == kPipes);
+    CHECK(rt.block_on([](eddy::JoinHandle<int> h) -> Task<int> {
+        co_return co_await std::move(h);
+    }(std::move(waits))) == kPipes);
 }

@@ -59,7 +59,7 @@ Task<int> receive_while_waiting(SignalSet& set, int sig) {
     co_return got;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("SignalSet: blocks its signals in the constructing thread and opens a close-on-exec signalfd") {
     SignalSet set{SIGUSR1};
@@ -105,7 +105,7 @@ Task<std::multiset<int>> two_waiters(SignalSet& set) {
     co_return std::multiset<int>{a, b};
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("SignalSet: two signals in one set, each received once, by one waiter or by two") {
     SignalSet set{SIGUSR1, SIGUSR2};
@@ -151,8 +151,8 @@ Task<Cancelled> cancelled_waits(SignalSet& set) {
     }
     {
         std::stop_source source;
-        auto [ended, stopped] = co_await eddy::when_all(
-            classify(eddy::with_stop_token(set.wait(), source.get_token())), stop_later(source));
+        auto [ended, stopped] = co_await eddy::when_all(classify(eddy::with_stop_token(set.wait(), source.get_token())),
+                                                        stop_later(source));
         (void)stopped;
         c.by_with_stop_token = ended;
     }
@@ -167,7 +167,7 @@ Task<Cancelled> cancelled_waits(SignalSet& set) {
     co_return c;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("SignalSet: a wait cancelled through its stop_token or eddy::with_stop_token throws OperationCancelled") {
     SignalSet set{SIGUSR1};

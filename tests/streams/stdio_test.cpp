@@ -70,7 +70,9 @@ TEST_CASE("io::stdout() writes to descriptor 1 (a child's, on a pipe)") {
         int status = 0;
         try {
             Runtime rt(RuntimeConfig{.workers = 1});
-            rt.block_on([]() -> Task<void> { co_await eddy::io::write_all(eddy::io::stdout(), eddy::test::bytes("to stdout")); }());
+            rt.block_on([]() -> Task<void> {
+                co_await eddy::io::write_all(eddy::io::stdout(), eddy::test::bytes("to stdout"));
+            }());
         } catch (...) {
             status = 1;
         }

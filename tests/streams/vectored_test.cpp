@@ -32,7 +32,7 @@ namespace {
 
 iovec iov(std::string& s) { return iovec{s.data(), s.size()}; }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("TcpStream::write_vectored and read_vectored keep the order of the buffers") {
     Runtime rt(RuntimeConfig{.workers = 2});

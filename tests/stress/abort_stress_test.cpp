@@ -70,7 +70,7 @@ struct Tally {
     int wrong = 0;  // a value that is not the member's id, or a value from a waiting member
 };
 
-} // namespace
+}  // namespace
 
 TEST_CASE("JoinSet members aborted at random by a plain thread: each ends once, as its value or TaskAborted") {
     std::uint64_t seed = 20261125;
@@ -92,8 +92,8 @@ TEST_CASE("JoinSet members aborted at random by a plain thread: each ends once, 
                 eddy::JoinSet<int> set;
                 std::vector<eddy::AbortHandle> handles;
                 for (int i = 0; i < kMembers; ++i)
-                    handles.push_back(set.spawn(member(kinds[i], i, static_cast<unsigned>(rng() % 2000), never,
-                                                       Counted(frames, i))));
+                    handles.push_back(
+                        set.spawn(member(kinds[i], i, static_cast<unsigned>(rng() % 2000), never, Counted(frames, i))));
                 std::thread aborter([&handles, &to_abort, thread_seed = rng()] {
                     std::mt19937_64 r(thread_seed);
                     for (std::size_t i = 0; i < handles.size(); ++i) {

@@ -49,7 +49,7 @@ Task<std::uint64_t> caller(int id, std::shared_ptr<std::atomic<std::uint64_t>> r
     co_return sum;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("2000 blocking calls through 3 threads that come and go: each runs once, every awaited value arrives") {
     const std::size_t defaults[] = {1, 2, 4};
@@ -105,7 +105,8 @@ TEST_CASE("runtimes shut down with blocking calls queued and running: each call 
         for (auto& h : handles) {
             CHECK(h.is_finished());
             try {
-                (void)other.block_on([](JoinHandle<int> handle) -> Task<int> { co_return co_await std::move(handle); }(std::move(h)));
+                (void)other.block_on(
+                    [](JoinHandle<int> handle) -> Task<int> { co_return co_await std::move(handle); }(std::move(h)));
                 ++values;
             } catch (const eddy::RuntimeStopped&) {
             }

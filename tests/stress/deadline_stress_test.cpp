@@ -32,7 +32,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr int kTasks = 96;   // at once (two descriptors each)
+constexpr int kTasks = 96;  // at once (two descriptors each)
 constexpr int kRounds = 12;
 
 struct Tally {
@@ -70,7 +70,8 @@ Task<void> racer(int rd, int wr, eddy::net::UnixStream* sock, std::chrono::micro
     tally.timed_out.fetch_add(1, std::memory_order_relaxed);
     // The byte must still be there: a read that timed out took nothing.
     char c = 0;
-    if (::recv(rd, &c, 1, MSG_DONTWAIT) != 1 && ::read(rd, &c, 1) != 1) tally.lost.fetch_add(1, std::memory_order_relaxed);
+    if (::recv(rd, &c, 1, MSG_DONTWAIT) != 1 && ::read(rd, &c, 1) != 1)
+        tally.lost.fetch_add(1, std::memory_order_relaxed);
 }
 
 Task<void> round(std::mt19937& rng, Tally& tally) {
@@ -88,7 +89,8 @@ Task<void> round(std::mt19937& rng, Tally& tally) {
             pipes.push_back(eddy::io::pipe());
             // Non-blocking for the fallback read above; the op path polls on -EAGAIN, linked too.
             ::fcntl(pipes.back().read_end.get(), F_SETFL, O_NONBLOCK);
-            tasks.push_back(racer(pipes.back().read_end.get(), pipes.back().write_end.get(), nullptr, deadline, delay, tally));
+            tasks.push_back(
+                racer(pipes.back().read_end.get(), pipes.back().write_end.get(), nullptr, deadline, delay, tally));
         } else {
             socks.push_back(eddy::net::UnixStream::pair());
             auto& s = socks.back();
@@ -98,7 +100,7 @@ Task<void> round(std::mt19937& rng, Tally& tally) {
     co_await eddy::when_all(std::move(tasks));
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("with_deadline stress: reads racing random deadlines give their byte or TimedOut, lose nothing, never hang") {
     const std::size_t defaults[] = {2, 4};
@@ -108,7 +110,8 @@ TEST_CASE("with_deadline stress: reads racing random deadlines give their byte o
         Tally tally;
         std::mt19937 rng(static_cast<unsigned>(workers) * 7919u);
         for (int r = 0; r < kRounds; ++r) eddy::test::run(rt, round(rng, tally));
-        MESSAGE("workers " << workers << ": " << tally.values.load() << " values, " << tally.timed_out.load() << " timed out");
+        MESSAGE("workers " << workers << ": " << tally.values.load() << " values, " << tally.timed_out.load()
+                           << " timed out");
         CHECK(tally.lost.load() == 0);
         CHECK(tally.values.load() + tally.timed_out.load() == kTasks * kRounds);
         CHECK(tally.values.load() >= kTasks * kRounds / 4);

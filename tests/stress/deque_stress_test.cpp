@@ -47,8 +47,8 @@ struct Config {
 struct Outcome {
     std::size_t lost = 0;
     std::size_t duplicated = 0;
-    std::size_t stolen = 0;        // items taken by thieves (reported, not asserted)
-    std::size_t overflowed = 0;    // items moved out by pop_top_batch (reported, not asserted)
+    std::size_t stolen = 0;      // items taken by thieves (reported, not asserted)
+    std::size_t overflowed = 0;  // items moved out by pop_top_batch (reported, not asserted)
 };
 
 class Rng {
@@ -178,14 +178,14 @@ void run_rounds(std::size_t capacity, std::size_t items, int rounds, bool rob_ea
         stolen += o.stolen;
         overflowed += o.overflowed;
     }
-    MESSAGE("capacity " << capacity << ": thieves took " << stolen << ", pop_top_batch took " << overflowed
-                        << " of " << items * static_cast<std::size_t>(rounds) << " items");
+    MESSAGE("capacity " << capacity << ": thieves took " << stolen << ", pop_top_batch took " << overflowed << " of "
+                        << items * static_cast<std::size_t>(rounds) << " items");
 }
 
 constexpr std::size_t kItems = 40'000;
 constexpr int kRounds = 10;
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("stress/deque_stress") {
 
@@ -209,4 +209,4 @@ TEST_CASE("overflow by pop_top_batch while thieves rob each other never loses or
         run_rounds(capacity, kItems, kRounds, true, true);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("stress/deque_stress")

@@ -56,11 +56,21 @@ Task<std::uint64_t> spawner(int id, LifetimeCounter& frames, std::atomic<std::ui
     for (int i = 0; i < kPerSpawner; ++i) {
         const auto x = static_cast<std::uint64_t>(id) * kPerSpawner + static_cast<std::uint64_t>(i);
         switch (i % 5) {
-        case 0: (void)eddy::spawn(leaf<8>(x, Counted(frames), sum)); break;    // detached
-        case 1: joined.push_back(eddy::spawn(leaf<100>(x, Counted(frames), sum))); break;
-        case 2: (void)eddy::spawn(leaf<300>(x, Counted(frames), sum)); break;
-        case 3: joined.push_back(eddy::spawn(leaf<440>(x, Counted(frames), sum))); break;
-        default: joined.push_back(eddy::spawn(leaf<2000>(x, Counted(frames), sum))); break;  // operator new
+        case 0:
+            (void)eddy::spawn(leaf<8>(x, Counted(frames), sum));
+            break;  // detached
+        case 1:
+            joined.push_back(eddy::spawn(leaf<100>(x, Counted(frames), sum)));
+            break;
+        case 2:
+            (void)eddy::spawn(leaf<300>(x, Counted(frames), sum));
+            break;
+        case 3:
+            joined.push_back(eddy::spawn(leaf<440>(x, Counted(frames), sum)));
+            break;
+        default:
+            joined.push_back(eddy::spawn(leaf<2000>(x, Counted(frames), sum)));
+            break;  // operator new
         }
         if (joined.size() == 64) {
             for (auto& h : joined) total += co_await std::move(h);
@@ -96,48 +106,46 @@ Task<int> join_even(std::vector<JoinHandle<int>>& hs) {
     co_return sum;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("frames allocated on one worker and freed on another, every class and a large one") {
-    eddy::test::for_each_stress_configuration(
-        "stress_frame_pool", kWorkerCounts, kRounds, [](std::size_t workers) {
-            LifetimeCounter frames;
-            std::atomic<std::uint64_t> sum{0};
-            std::uint64_t total = 0;
-            {
-                eddy::Runtime rt(eddy::RuntimeConfig{.workers = workers});
-                total = rt.block_on(root(frames, &sum));
-                // The detached ones (i % 5 == 0 or 2) may still run: wait for the sum.
-                constexpr std::uint64_t n = std::uint64_t{kSpawners} * kPerSpawner;
-                while (sum.load(std::memory_order_relaxed) != n * (n - 1) / 2) std::this_thread::yield();
-            }
+    eddy::test::for_each_stress_configuration("stress_frame_pool", kWorkerCounts, kRounds, [](std::size_t workers) {
+        LifetimeCounter frames;
+        std::atomic<std::uint64_t> sum{0};
+        std::uint64_t total = 0;
+        {
+            eddy::Runtime rt(eddy::RuntimeConfig{.workers = workers});
+            total = rt.block_on(root(frames, &sum));
+            // The detached ones (i % 5 == 0 or 2) may still run: wait for the sum.
             constexpr std::uint64_t n = std::uint64_t{kSpawners} * kPerSpawner;
-            std::uint64_t joined = 0;
-            for (std::uint64_t x = 0; x < n; ++x)
-                if (x % kPerSpawner % 5 == 1 || x % kPerSpawner % 5 == 3 || x % kPerSpawner % 5 == 4) joined += x;
-            CHECK(total == joined);
-            CHECK(frames.alive() == 0);
-        });
+            while (sum.load(std::memory_order_relaxed) != n * (n - 1) / 2) std::this_thread::yield();
+        }
+        constexpr std::uint64_t n = std::uint64_t{kSpawners} * kPerSpawner;
+        std::uint64_t joined = 0;
+        for (std::uint64_t x = 0; x < n; ++x)
+            if (x % kPerSpawner % 5 == 1 || x % kPerSpawner % 5 == 3 || x % kPerSpawner % 5 == 4) joined += x;
+        CHECK(total == joined);
+        CHECK(frames.alive() == 0);
+    });
 }
 
 TEST_CASE("frames that outlive the workers that allocated them (orphaned heaps)") {
-    eddy::test::for_each_stress_configuration(
-        "stress_frame_pool", kWorkerCounts, kRounds, [](std::size_t workers) {
-            LifetimeCounter frames;
-            const std::size_t before = fp::mapped_bytes();
-            std::vector<JoinHandle<int>> hs;
-            {
-                eddy::Runtime rt(eddy::RuntimeConfig{.workers = workers});
-                hs = rt.block_on(make_held(frames, 2000));
-                // Some finish, some are cancelled by shutdown; their headers stay with the handles.
-                CHECK(rt.block_on(join_even(hs)) == 7 * 1000);
-            }
-            // The workers are gone; their heaps still own the headers the handles hold.
-            for (std::size_t i = 1; i < hs.size(); i += 2) hs[i] = JoinHandle<int>();
-            hs.clear();
-            CHECK(frames.alive() == 0);
-            // Every block the workers allocated came back: their heaps are unmapped. What this
-            // thread keeps (block_on's frames) is bounded by its own heap.
-            CHECK(fp::mapped_bytes() <= before + fp::kKeepEmptyPages * fp::kSegmentBytes + fp::kSegmentBytes);
-        });
+    eddy::test::for_each_stress_configuration("stress_frame_pool", kWorkerCounts, kRounds, [](std::size_t workers) {
+        LifetimeCounter frames;
+        const std::size_t before = fp::mapped_bytes();
+        std::vector<JoinHandle<int>> hs;
+        {
+            eddy::Runtime rt(eddy::RuntimeConfig{.workers = workers});
+            hs = rt.block_on(make_held(frames, 2000));
+            // Some finish, some are cancelled by shutdown; their headers stay with the handles.
+            CHECK(rt.block_on(join_even(hs)) == 7 * 1000);
+        }
+        // The workers are gone; their heaps still own the headers the handles hold.
+        for (std::size_t i = 1; i < hs.size(); i += 2) hs[i] = JoinHandle<int>();
+        hs.clear();
+        CHECK(frames.alive() == 0);
+        // Every block the workers allocated came back: their heaps are unmapped. What this
+        // thread keeps (block_on's frames) is bounded by its own heap.
+        CHECK(fp::mapped_bytes() <= before + fp::kKeepEmptyPages * fp::kSegmentBytes + fp::kSegmentBytes);
+    });
 }

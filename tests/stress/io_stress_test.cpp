@@ -96,7 +96,7 @@ Task<void> run_all(std::vector<Task<void>> tasks) {
 /// Awaits `h` (of a runtime that may be gone) and classifies how its task ended.
 Task<Outcome> classify(JoinHandle<void> h) { co_return co_await eddy::test::join_outcome(std::move(h)); }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("stress/io_stress") {
 
@@ -149,8 +149,8 @@ TEST_CASE("random cancellation from tasks and a plain thread racing completions 
                 auto& s = streams[i];
                 tasks.push_back(cancellable_writer(ctx, ctx.life(), std::move(s.writer_end), board, 2 * i, s.stream,
                                                    s.limit, s.written, Rng{r.next()}));
-                tasks.push_back(cancellable_reader(ctx, ctx.life(), std::move(s.reader_end), board, 2 * i + 1,
-                                                   s.stream, s.read, Rng{r.next()}));
+                tasks.push_back(cancellable_reader(ctx, ctx.life(), std::move(s.reader_end), board, 2 * i + 1, s.stream,
+                                                   s.read, Rng{r.next()}));
             }
             for (int i = 0; i < 2; ++i) {
                 tasks.push_back(cancellable_acceptor(ctx, ctx.life(), accept_listener, board,
@@ -187,8 +187,8 @@ TEST_CASE("random cancellation from tasks and a plain thread racing completions 
         total_accept_cancels += ctx.accepts_canceled.load();
         total_bytes += ctx.bytes_checked.load();
     });
-    MESSAGE(total_bytes << " bytes checked; cancelled reads: " << total_read_cancels << ", writes: "
-                        << total_write_cancels << ", accepts: " << total_accept_cancels);
+    MESSAGE(total_bytes << " bytes checked; cancelled reads: " << total_read_cancels
+                        << ", writes: " << total_write_cancels << ", accepts: " << total_accept_cancels);
     // Thousands of stop requests land on readers that mostly wait in the kernel: some must
     // have cancelled something, or this test did not test cancellation.
     CHECK(total_read_cancels > 0);
@@ -214,8 +214,8 @@ TEST_CASE("thousands of short timers, some cancelled, interleaved with I/O: none
                 sleepers.push_back(sleeper(ctx, ctx.life(), board, static_cast<std::size_t>(i), kSleepsEach,
                                            mix(ctx.seed, 4000 + static_cast<std::uint64_t>(i)), Rng{r.next()}));
             rt.block_on(run_all(std::move(sleepers)));
-            echo_planned = rt.block_on([](JoinHandle<long> h) -> Task<long> { co_return co_await std::move(h); }(
-                std::move(echo)));
+            echo_planned =
+                rt.block_on([](JoinHandle<long> h) -> Task<long> { co_return co_await std::move(h); }(std::move(echo)));
             ctx.stop_cancellers.store(true);
             plain.stop();
             for (auto& h : cancellers) rt.block_on(classify(std::move(h)));
@@ -315,4 +315,4 @@ TEST_CASE("destroying the runtime with I/O, timers and cancellations in flight: 
     MESSAGE("tasks that finished before shutdown: " << total_finished << ", destroyed by it: " << total_stopped);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("stress/io_stress")

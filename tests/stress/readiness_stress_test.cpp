@@ -73,7 +73,9 @@ Task<void> reader(Stream& s, std::uint32_t seed, std::atomic<long>& timeouts) {
             const ssize_t n = ::read(s.r, buf.data(), buf.size());
             if (n == 0) co_return;  // the writer closed its end and everything was read
             if (n < 0) break;       // EAGAIN: wait again
-            for (ssize_t i = 0; i < n; ++i) s.in_order = s.in_order && buf[static_cast<std::size_t>(i)] == byte_at(s.read + static_cast<std::uint64_t>(i));
+            for (ssize_t i = 0; i < n; ++i)
+                s.in_order =
+                    s.in_order && buf[static_cast<std::size_t>(i)] == byte_at(s.read + static_cast<std::uint64_t>(i));
             s.read += static_cast<std::uint64_t>(n);
         }
     }
@@ -81,11 +83,12 @@ Task<void> reader(Stream& s, std::uint32_t seed, std::atomic<long>& timeouts) {
 
 Task<void> read_all(std::vector<std::unique_ptr<Stream>>& streams, std::uint32_t seed, std::atomic<long>& timeouts) {
     std::vector<Task<void>> all;
-    for (std::size_t i = 0; i < streams.size(); ++i) all.push_back(reader(*streams[i], seed + static_cast<std::uint32_t>(i), timeouts));
+    for (std::size_t i = 0; i < streams.size(); ++i)
+        all.push_back(reader(*streams[i], seed + static_cast<std::uint32_t>(i), timeouts));
     co_await eddy::when_all(std::move(all));
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("readiness waits cancelled at random by timeouts while a thread writes: every byte read once, in order") {
     const std::size_t defaults[] = {1, 2, 4};

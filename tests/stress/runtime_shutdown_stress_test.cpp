@@ -57,10 +57,8 @@ Task<void> when_all_forever(Ctx& ctx, Counted) {
     std::vector<Task<void>> children;
     for (int i = 0; i < 20; ++i) {
         // if/else, not ?: (see exceptions() in runtime_stress_test.cpp)
-        if (i == 7)
-            children.push_back(forever(ctx, ctx.life()));
-        else
-            children.push_back(nothing(ctx, ctx.life()));
+        if (i == 7) children.push_back(forever(ctx, ctx.life()));
+        else children.push_back(nothing(ctx, ctx.life()));
     }
     co_await eddy::when_all(std::move(children));
 }
@@ -75,7 +73,7 @@ Task<void> holder(Ctx& ctx, Counted) {
     for (;;) co_await eddy::yield_now();
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("stress/runtime_stress") {
 
@@ -153,10 +151,8 @@ TEST_CASE("spawns from outside threads racing shutdown either run or are destroy
                     for (int i = 0; i < 1'000'000; ++i) {
                         try {
                             // Half never finish, so shutdown finds them in every state.
-                            if (i % 2 == 0)
-                                (void)rt.spawn(detached_spawner(ctx, ctx.life()));
-                            else
-                                (void)rt.spawn(forever(ctx, ctx.life()));
+                            if (i % 2 == 0) (void)rt.spawn(detached_spawner(ctx, ctx.life()));
+                            else (void)rt.spawn(forever(ctx, ctx.life()));
                             accepted.fetch_add(1, std::memory_order_relaxed);
                         } catch (const eddy::RuntimeStopped&) {
                             refused.fetch_add(1, std::memory_order_relaxed);
@@ -180,4 +176,4 @@ TEST_CASE("spawns from outside threads racing shutdown either run or are destroy
     });
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("stress/runtime_stress")

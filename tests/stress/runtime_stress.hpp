@@ -76,14 +76,14 @@ struct Ctx {
     explicit Ctx(std::size_t worker_count) : workers(worker_count) {}
     const std::size_t workers;
     LifetimeCounter frames;
-    Tally detached_done;    // detached tasks that ran to their end
-    Tally unhandled_boom;     // on_unhandled_exception calls with a Boom
-    Tally unhandled_stopped;  // ... with RuntimeStopped (a spawn inside a task during shutdown)
-    Tally unhandled_other;    // ... with anything else
-    Tally started;          // tasks (of the shutdown cases) that reached their first suspension
+    Tally detached_done;                // detached tasks that ran to their end
+    Tally unhandled_boom;               // on_unhandled_exception calls with a Boom
+    Tally unhandled_stopped;            // ... with RuntimeStopped (a spawn inside a task during shutdown)
+    Tally unhandled_other;              // ... with anything else
+    Tally started;                      // tasks (of the shutdown cases) that reached their first suspension
     std::atomic<long> wrong_worker{0};  // a task saw this_worker::index() out of range
     std::atomic<long> yields{0};
-    std::atomic<long> misordered{0};    // when_all results out of argument order
+    std::atomic<long> misordered{0};  // when_all results out of argument order
 
     Counted life() { return Counted(frames); }
     void check_worker() {
@@ -151,4 +151,4 @@ void for_each_configuration(const char* program, Body body) {
     for_each_stress_configuration(program, kWorkerCounts, kRounds, body);
 }
 
-} // namespace eddy::test::runtime_stress
+}  // namespace eddy::test::runtime_stress

@@ -31,7 +31,7 @@ constexpr const char* kProgram = "runtime_stress";
 // Sizes: this program and runtime_shutdown_stress together stay well within a minute in a
 // TSan build on 2 cores (measured: about 4 s there, and about 2 s in a release build).
 #ifdef EDDY_TEST_TSAN
-constexpr int kTreeDepth = 12;           // 8191 spawned tasks and 4096 detached ones
+constexpr int kTreeDepth = 12;            // 8191 spawned tasks and 4096 detached ones
 constexpr int kExternalPerThread = 5000;  // per outside thread
 #else
 constexpr int kTreeDepth = 13;
@@ -93,8 +93,8 @@ Task<long> nested_fan_out(Ctx& ctx, Counted) {
     const std::vector<long> sums = co_await eddy::when_all(std::move(groups));
     long total = 0;
     for (long s : sums) total += s;
-    auto [big, unit, single] =
-        co_await eddy::when_all(fan_out(ctx, ctx.life(), kFanOut), nothing(ctx, ctx.life()), child(ctx, ctx.life(), 42));
+    auto [big, unit, single] = co_await eddy::when_all(fan_out(ctx, ctx.life(), kFanOut), nothing(ctx, ctx.life()),
+                                                       child(ctx, ctx.life(), 42));
     static_assert(std::is_same_v<decltype(unit), std::monostate>);
     co_return total + big + single;
 }
@@ -128,10 +128,8 @@ Task<ExceptionCounts> exceptions(Ctx& ctx, Counted, int n, int detached_early, i
         // if/else, not ?: : clang 14 -O2 -g crashes (SimplifyCFG) on a conditional of two
         // coroutine calls with Counted temporaries.
         for (int c = 0; c < 10; ++c) {
-            if (c % 4 == 0)
-                children.push_back(thrower(ctx, ctx.life(), c));
-            else
-                children.push_back(child(ctx, ctx.life(), c));
+            if (c % 4 == 0) children.push_back(thrower(ctx, ctx.life(), c));
+            else children.push_back(child(ctx, ctx.life(), c));
         }
         try {
             (void)co_await eddy::when_all(std::move(children));
@@ -162,7 +160,7 @@ Task<void> yield_storm(Ctx& ctx, Counted, int tasks, int yields_each) {
     for (auto& h : handles) co_await std::move(h);
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("stress/runtime_stress") {
 
@@ -276,4 +274,4 @@ TEST_CASE("many tasks looping on yield_now all finish every iteration") {
     });
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("stress/runtime_stress")

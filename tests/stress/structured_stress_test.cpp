@@ -83,8 +83,7 @@ constexpr Config kConfigs[] = {{2, 4}, {4, 1024}, {3, 8}, {2, 1024}, {4, 4}, {3,
 
 eddy::RuntimeConfig config_of(int round) {
     const Config& c = kConfigs[static_cast<std::size_t>(round) % std::size(kConfigs)];
-    return eddy::RuntimeConfig{.workers = eddy::test::stress_workers(c.workers, round),
-                               .ring_entries = c.ring_entries};
+    return eddy::RuntimeConfig{.workers = eddy::test::stress_workers(c.workers, round), .ring_entries = c.ring_entries};
 }
 
 /// splitmix64.
@@ -165,7 +164,8 @@ Task<int> tree(Rng rng, int depth, Round& r, std::shared_ptr<QuietPipe> quiet, b
         co_return co_await leaf(Rng{rng.next()}, r, quiet, may_block);
     case 1: {  // when_all: every child must end on its own
         std::vector<Task<int>> children;
-        for (std::size_t i = 2 + rng.below(2); i > 0; --i) children.push_back(tree(Rng{rng.next()}, depth - 1, r, quiet, may_block));
+        for (std::size_t i = 2 + rng.below(2); i > 0; --i)
+            children.push_back(tree(Rng{rng.next()}, depth - 1, r, quiet, may_block));
         int sum = 0;
         for (int v : co_await eddy::when_all(std::move(children))) sum += v;
         co_return sum;
@@ -173,7 +173,8 @@ Task<int> tree(Rng rng, int depth, Round& r, std::shared_ptr<QuietPipe> quiet, b
     case 2: {  // when_any: one child that ends on its own is enough
         std::vector<Task<int>> children;
         children.push_back(tree(Rng{rng.next()}, depth - 1, r, quiet, false));
-        for (std::size_t i = 1 + rng.below(2); i > 0; --i) children.push_back(tree(Rng{rng.next()}, depth - 1, r, quiet, true));
+        for (std::size_t i = 1 + rng.below(2); i > 0; --i)
+            children.push_back(tree(Rng{rng.next()}, depth - 1, r, quiet, true));
         co_return (co_await eddy::when_any(std::move(children))).value;
     }
     case 3: {  // a task group whose children add up
@@ -236,7 +237,8 @@ Task<void> write_stream(eddy::io::FileDescriptor fd, std::uint64_t stream, Rng r
         const std::size_t n = std::min(kStreamBytes - pos, 1 + rng.below(8192));
         chunk.resize(n);
         for (std::size_t i = 0; i < n; ++i) chunk[i] = stream_byte(stream, pos + i);
-        for (std::size_t done = 0; done < n;) done += co_await eddy::io::write(fd.get(), std::span(chunk).subspan(done));
+        for (std::size_t done = 0; done < n;)
+            done += co_await eddy::io::write(fd.get(), std::span(chunk).subspan(done));
         pos += n;
         if (rng.below(4) == 0) co_await eddy::sleep(std::chrono::microseconds(rng.below(1500)));
     }
@@ -273,9 +275,10 @@ void in_round(const char* what, int round, std::uint64_t seed, Round& r, F body)
     body();
 }
 
-} // namespace
+}  // namespace
 
-TEST_CASE("random trees of when_all, when_any, task_group and with_timeout: every session ends once, every frame goes") {
+TEST_CASE(
+    "random trees of when_all, when_any, task_group and with_timeout: every session ends once, every frame goes") {
     for (int round = 0; round < rounds(); ++round) {
         const std::uint64_t seed = base_seed() + static_cast<std::uint64_t>(round);
         Round r;
@@ -330,8 +333,8 @@ TEST_CASE("pipe reads raced by timeouts deliver every byte exactly once, in orde
                         bool fine = true;
                         co_await read_stream(std::move(fd), s, rg, rr, n, fine);
                         ok = fine ? 1 : 0;
-                    }(std::move(rd), static_cast<std::uint64_t>(i), Rng{rng.next()}, r, got[static_cast<std::size_t>(i)],
-                      intact[static_cast<std::size_t>(i)]));
+                    }(std::move(rd), static_cast<std::uint64_t>(i), Rng{rng.next()}, r,
+                                         got[static_cast<std::size_t>(i)], intact[static_cast<std::size_t>(i)]));
                 }
                 co_return;
             }));

@@ -84,8 +84,8 @@ Task<std::pair<std::uint64_t, std::uint64_t>> consumer(Ch& ch, std::atomic<std::
 }
 
 /// Awaits every consumer; returns the sum and count of all they received.
-Task<std::pair<std::uint64_t, std::uint64_t>>
-totals(std::vector<JoinHandle<std::pair<std::uint64_t, std::uint64_t>>>& consumers) {
+Task<std::pair<std::uint64_t, std::uint64_t>> totals(
+    std::vector<JoinHandle<std::pair<std::uint64_t, std::uint64_t>>>& consumers) {
     std::uint64_t sum = 0, count = 0;
     for (auto& c : consumers) {
         const auto [s, n] = co_await std::move(c);
@@ -168,7 +168,8 @@ Task<std::optional<std::uint64_t>> watch_next(eddy::watch::Receiver<std::uint64_
 Task<std::uint64_t> watch_follower(eddy::watch::Receiver<std::uint64_t> rx, std::atomic<std::uint64_t>& cancelled) {
     std::uint64_t last = 0;
     for (std::uint64_t i = 0;; ++i) {
-        const std::optional<std::optional<std::uint64_t>> got = co_await racing_stop_every_third(watch_next(rx), i, cancelled);
+        const std::optional<std::optional<std::uint64_t>> got =
+            co_await racing_stop_every_third(watch_next(rx), i, cancelled);
         if (!got) continue;  // cancelled: marked nothing seen
         if (!*got) break;    // the sender is gone
         if (**got < last) co_return 0;
@@ -177,7 +178,7 @@ Task<std::uint64_t> watch_follower(eddy::watch::Receiver<std::uint64_t> rx, std:
     co_return last;
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("stress/sync") {
 
@@ -186,16 +187,17 @@ TEST_CASE("a channel with receives cancelled at random loses and duplicates noth
         eddy::Runtime rt(eddy::RuntimeConfig{.workers = workers});
         eddy::Channel<std::uint64_t> ch(4);
         std::atomic<std::uint64_t> cancelled{0};
-        const auto [sum, count] = rt.block_on([](eddy::Channel<std::uint64_t>& chan, std::atomic<std::uint64_t>& stops)
-                                                  -> Task<std::pair<std::uint64_t, std::uint64_t>> {
-            std::vector<JoinHandle<std::pair<std::uint64_t, std::uint64_t>>> consumers;
-            std::vector<JoinHandle<void>> producers;
-            for (std::uint64_t i = 0; i < kConsumers; ++i) consumers.push_back(eddy::spawn(consumer(chan, stops)));
-            for (std::uint64_t i = 0; i < kProducers; ++i) producers.push_back(eddy::spawn(producer(chan, i)));
-            for (auto& p : producers) co_await std::move(p);
-            chan.close();
-            co_return co_await totals(consumers);
-        }(ch, cancelled));
+        const auto [sum, count] =
+            rt.block_on([](eddy::Channel<std::uint64_t>& chan,
+                           std::atomic<std::uint64_t>& stops) -> Task<std::pair<std::uint64_t, std::uint64_t>> {
+                std::vector<JoinHandle<std::pair<std::uint64_t, std::uint64_t>>> consumers;
+                std::vector<JoinHandle<void>> producers;
+                for (std::uint64_t i = 0; i < kConsumers; ++i) consumers.push_back(eddy::spawn(consumer(chan, stops)));
+                for (std::uint64_t i = 0; i < kProducers; ++i) producers.push_back(eddy::spawn(producer(chan, i)));
+                for (auto& p : producers) co_await std::move(p);
+                chan.close();
+                co_return co_await totals(consumers);
+            }(ch, cancelled));
         constexpr std::uint64_t kAll = kProducers * kPerProducer;
         CHECK(count == kAll);
         CHECK(sum == kAll * (kAll + 1) / 2);
@@ -203,7 +205,9 @@ TEST_CASE("a channel with receives cancelled at random loses and duplicates noth
     });
 }
 
-TEST_CASE("an unbounded channel fed by tasks and a plain thread, receives cancelled at random, loses and duplicates nothing") {
+TEST_CASE(
+    "an unbounded channel fed by tasks and a plain thread, receives cancelled at random, loses and duplicates "
+    "nothing") {
     for_each_configuration(kProgram, [](std::size_t workers) {
         eddy::Runtime rt(eddy::RuntimeConfig{.workers = workers});
         eddy::UnboundedChannel<std::uint64_t> ch;
@@ -213,12 +217,13 @@ TEST_CASE("an unbounded channel fed by tasks and a plain thread, receives cancel
         std::thread feeder([&ch] {  // producer number kProducers, off the runtime
             for (std::uint64_t i = 0; i < kPerProducer; ++i) ch.send(kProducers * kPerProducer + i + 1);
         });
-        const auto [sum, count] = rt.block_on(
-            [](eddy::UnboundedChannel<std::uint64_t>& chan, std::thread& thread,
-               std::vector<JoinHandle<std::pair<std::uint64_t, std::uint64_t>>>& receivers)
-                -> Task<std::pair<std::uint64_t, std::uint64_t>> {
+        const auto [sum, count] =
+            rt.block_on([](eddy::UnboundedChannel<std::uint64_t>& chan, std::thread& thread,
+                           std::vector<JoinHandle<std::pair<std::uint64_t, std::uint64_t>>>& receivers)
+                            -> Task<std::pair<std::uint64_t, std::uint64_t>> {
                 std::vector<JoinHandle<void>> producers;
-                for (std::uint64_t i = 0; i < kProducers; ++i) producers.push_back(eddy::spawn(unbounded_producer(chan, i)));
+                for (std::uint64_t i = 0; i < kProducers; ++i)
+                    producers.push_back(eddy::spawn(unbounded_producer(chan, i)));
                 for (auto& p : producers) co_await std::move(p);
                 thread.join();  // quick by now: its sends never wait
                 chan.close();
@@ -238,7 +243,8 @@ TEST_CASE("broadcast receivers with receives cancelled at random account for eve
         std::atomic<std::uint64_t> cancelled{0};
         constexpr std::uint64_t kAll = kPerProducer * 2;
         std::vector<JoinHandle<Tally>> receivers;
-        for (std::uint64_t i = 1; i < kConsumers; ++i) receivers.push_back(rt.spawn(broadcast_consumer(tx.subscribe(), cancelled)));
+        for (std::uint64_t i = 1; i < kConsumers; ++i)
+            receivers.push_back(rt.spawn(broadcast_consumer(tx.subscribe(), cancelled)));
         receivers.push_back(rt.spawn(broadcast_consumer(std::move(rx), cancelled)));
         rt.block_on([](eddy::broadcast::Sender<std::uint64_t> sender) -> Task<void> {
             for (std::uint64_t v = 1; v <= kAll; ++v) {
@@ -247,8 +253,9 @@ TEST_CASE("broadcast receivers with receives cancelled at random account for eve
             }
         }(std::move(tx)));  // the only sender ends with the task: the stream ends
         for (auto& h : receivers) {
-            const Tally t = rt.block_on(
-                [](JoinHandle<Tally> receiver) -> Task<Tally> { co_return co_await std::move(receiver); }(std::move(h)));
+            const Tally t = rt.block_on([](JoinHandle<Tally> receiver) -> Task<Tally> {
+                co_return co_await std::move(receiver);
+            }(std::move(h)));
             CHECK(t.wrong == 0);
             CHECK(t.received + t.missed == kAll);
             CHECK(t.last == kAll);  // the last value is never lost
@@ -284,4 +291,4 @@ TEST_CASE("watch receivers with changed() cancelled at random never go backwards
     });
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("stress/sync")

@@ -165,7 +165,7 @@ Task<void> barrier_member(eddy::Barrier& b, std::vector<std::atomic<int>>& arriv
     }
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("stress/sync") {
 
@@ -205,8 +205,8 @@ TEST_CASE("an rwlock with reads and writes cancelled at random: no reader while 
         rt.block_on([](eddy::RwLock& lock, long& counter, RwCounts& counts) -> Task<void> {
             std::vector<JoinHandle<void>> all;
             for (int i = 0; i < kTasks; ++i)
-                all.push_back(
-                    eddy::spawn(rw_user(lock, counter, counts, 0x9e3779b9u * static_cast<std::uint32_t>(i + 1), kEach)));
+                all.push_back(eddy::spawn(
+                    rw_user(lock, counter, counts, 0x9e3779b9u * static_cast<std::uint32_t>(i + 1), kEach)));
             for (auto& h : all) co_await std::move(h);
         }(l, plain, c));
         CHECK(c.violations.load() == 0);
@@ -298,4 +298,4 @@ TEST_CASE("a barrier with arrivals cancelled at random counts its generations ex
     });
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("stress/sync")

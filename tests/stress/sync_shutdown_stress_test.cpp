@@ -56,7 +56,7 @@ Task<void> wait_unbounded(eddy::UnboundedChannel<int>& ch, std::atomic<int>& wai
     (void)co_await ch.receive();
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("stress/sync") {
 
@@ -210,4 +210,4 @@ TEST_CASE("a runtime destroyed while tasks wait on watch, broadcast and unbounde
     });
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("stress/sync")

@@ -27,4 +27,4 @@ void for_each_configuration(const char* program, Body body) {
     for_each_stress_configuration(program, kWorkerCounts, kRounds, body);
 }
 
-} // namespace eddy::test::sync_stress
+}  // namespace eddy::test::sync_stress

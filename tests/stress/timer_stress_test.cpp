@@ -93,7 +93,7 @@ struct Outcomes {
     std::atomic<int> values{0};
     std::atomic<int> timed_out{0};
     std::atomic<int> cancelled{0};
-    std::atomic<int> early{0};             // a completion or TimedOut before its deadline
+    std::atomic<int> early{0};              // a completion or TimedOut before its deadline
     std::atomic<int> cancelled_unasked{0};  // OperationCancelled without a stop request
     std::atomic<int> wrong_value{0};
     std::atomic<int> other_errors{0};
@@ -162,8 +162,10 @@ Task<void> run_round(Kind kind, LifetimeCounter& frames, const std::vector<Plan>
         const Plan& p = plans[static_cast<std::size_t>(i)];
         Task<void> item = kind == Kind::kTimeout ? timed(frames, p, i, stops[static_cast<std::size_t>(i)], out)
                                                  : slept(frames, p, stops[static_cast<std::size_t>(i)], out);
-        handles.push_back(eddy::spawn(eddy::with_stop_token(std::move(item), stops[static_cast<std::size_t>(i)].get_token())));
-        if (p.stopper == Stopper::kTask) handles.push_back(eddy::spawn(stop_later(p.stop_at, stops[static_cast<std::size_t>(i)])));
+        handles.push_back(
+            eddy::spawn(eddy::with_stop_token(std::move(item), stops[static_cast<std::size_t>(i)].get_token())));
+        if (p.stopper == Stopper::kTask)
+            handles.push_back(eddy::spawn(stop_later(p.stop_at, stops[static_cast<std::size_t>(i)])));
     }
     spawned.store(true);
     for (JoinHandle<void>& h : handles) co_await std::move(h);
@@ -178,7 +180,8 @@ void stop_from_thread(const std::vector<Plan>& plans, std::vector<std::stop_sour
     for (std::size_t i = 0; i < plans.size(); ++i) {
         if (plans[i].stopper == Stopper::kThread) order.push_back(i);
     }
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return plans[a].stop_at < plans[b].stop_at; });
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return plans[a].stop_at < plans[b].stop_at; });
     for (std::size_t i : order) {
         const auto when = start + plans[i].stop_at;
         while (Clock::now() < when) std::this_thread::yield();
@@ -196,8 +199,8 @@ struct Tally {
 void check_round(Kind kind, std::size_t workers, int round, Tally& tally) {
     LifetimeCounter frames;
     Outcomes out;
-    const std::vector<Plan> plans = make_plans(seed() * 1000 + workers * 10 + static_cast<std::uint64_t>(round) +
-                                               (kind == Kind::kSleep ? 500 : 0));
+    const std::vector<Plan> plans =
+        make_plans(seed() * 1000 + workers * 10 + static_cast<std::uint64_t>(round) + (kind == Kind::kSleep ? 500 : 0));
     std::vector<std::stop_source> stops(kCount);
     std::atomic<bool> spawned{false};
     {
@@ -239,7 +242,7 @@ Task<void> timeout_for_an_hour(LifetimeCounter& frames) {
     co_await eddy::with_timeout(work(frames, std::chrono::hours(2), 0), std::chrono::hours(1));
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("10,000 concurrent with_timeouts stopped at random: none early, every outcome accounted for") {
     Tally tally;
@@ -337,11 +340,12 @@ Task<void> ticker(LifetimeCounter& frames, std::uint64_t item_seed, IntervalOutc
 Task<void> run_interval_round(LifetimeCounter& frames, std::uint64_t round_seed, IntervalOutcomes& out) {
     std::vector<JoinHandle<void>> handles;
     handles.reserve(kIntervals);
-    for (int i = 0; i < kIntervals; ++i) handles.push_back(eddy::spawn(ticker(frames, round_seed + static_cast<std::uint64_t>(i), out)));
+    for (int i = 0; i < kIntervals; ++i)
+        handles.push_back(eddy::spawn(ticker(frames, round_seed + static_cast<std::uint64_t>(i), out)));
     for (JoinHandle<void>& h : handles) co_await std::move(h);
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("1,000 Intervals ticked under random stops: none early, on schedule, cancelled ticks kept") {
     for_each_configuration([](std::size_t workers) {
@@ -352,7 +356,8 @@ TEST_CASE("1,000 Intervals ticked under random stops: none early, on schedule, c
             eddy::RuntimeConfig config;
             config.workers = workers;
             eddy::Runtime rt(config);
-            rt.block_on(run_interval_round(frames, seed() * 7919 + workers * 100 + static_cast<std::uint64_t>(round++), out));
+            rt.block_on(
+                run_interval_round(frames, seed() * 7919 + workers * 100 + static_cast<std::uint64_t>(round++), out));
             CHECK(rt.metrics().reactor.timers_armed == 0);
         }
         CAPTURE(seed());

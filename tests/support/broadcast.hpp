@@ -85,4 +85,4 @@ inline std::vector<std::string> try_drain(Receiver<int>& rx) {
     return got;
 }
 
-} // namespace eddy::test::broadcast_tests
+}  // namespace eddy::test::broadcast_tests

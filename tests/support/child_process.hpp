@@ -191,8 +191,8 @@ public:
         const std::string prefix = name_ + " runtime=eddy ";
         unsigned n = 0, a = 0, b = 0, c = 0, d = 0, port = 0;
         const int got = starts_with(*line, prefix.c_str())
-                            ? std::sscanf(line->c_str() + prefix.size(), "workers=%u listening=%u.%u.%u.%u:%u", &n,
-                                          &a, &b, &c, &d, &port)
+                            ? std::sscanf(line->c_str() + prefix.size(), "workers=%u listening=%u.%u.%u.%u:%u", &n, &a,
+                                          &b, &c, &d, &port)
                             : 0;
         INFO("line: " << *line);
         REQUIRE(got == 6);
@@ -319,4 +319,4 @@ public:
     std::uint16_t port(std::size_t* workers = nullptr) { return listening_port(first_line(), workers); }
 };
 
-} // namespace eddy::test::child
+}  // namespace eddy::test::child

@@ -59,4 +59,4 @@ private:
     int value_;
 };
 
-} // namespace eddy::test
+}  // namespace eddy::test

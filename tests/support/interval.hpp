@@ -74,4 +74,4 @@ inline Task<bool> no_tick_within(Interval& iv, Clock::duration d) {
     co_return false;
 }
 
-} // namespace eddy::test::interval
+}  // namespace eddy::test::interval

@@ -129,4 +129,4 @@ inline std::span<const std::byte> bytes_of(const char* s, std::size_t n) {
     return {reinterpret_cast<const std::byte*>(s), n};
 }
 
-} // namespace eddy::test
+}  // namespace eddy::test

@@ -110,4 +110,4 @@ private:
     int fd_ = -1;
 };
 
-} // namespace eddy::test::child
+}  // namespace eddy::test::child

@@ -45,4 +45,4 @@ struct MemoryStream {
 
 static_assert(io::AsyncStream<MemoryStream>);
 
-} // namespace eddy::test
+}  // namespace eddy::test

@@ -48,4 +48,4 @@ T run_alone(Task<T> body) {
     return run(rt, std::move(body));
 }
 
-} // namespace eddy::test
+}  // namespace eddy::test

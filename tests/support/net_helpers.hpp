@@ -189,10 +189,8 @@ inline bool ipv6_loopback_available() {
 /// The loopback addresses (port 0) the socket tests run over: IPv4, and IPv6 where present.
 inline std::vector<net::SocketAddr> loopbacks() {
     std::vector<net::SocketAddr> v{net::SocketAddr::loopback_v4(0)};
-    if (ipv6_loopback_available())
-        v.push_back(net::SocketAddr::loopback_v6(0));
-    else
-        MESSAGE("::1 cannot be bound here: the IPv6 half of this test is skipped");
+    if (ipv6_loopback_available()) v.push_back(net::SocketAddr::loopback_v6(0));
+    else MESSAGE("::1 cannot be bound here: the IPv6 half of this test is skipped");
     return v;
 }
 
@@ -241,7 +239,8 @@ inline void linger_zero(int fd) {
 class ScopedFdLimit {
 public:
     explicit ScopedFdLimit(rlim_t soft) {
-        if (::getrlimit(RLIMIT_NOFILE, &saved_) != 0) throw std::system_error(errno, std::system_category(), "getrlimit");
+        if (::getrlimit(RLIMIT_NOFILE, &saved_) != 0)
+            throw std::system_error(errno, std::system_category(), "getrlimit");
         rlimit rl = saved_;
         rl.rlim_cur = soft;
         if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) throw std::system_error(errno, std::system_category(), "setrlimit");
@@ -265,4 +264,4 @@ inline int fd_ceiling() {
     return highest + 1;
 }
 
-} // namespace eddy::test
+}  // namespace eddy::test

@@ -38,4 +38,4 @@ inline Task<std::string> spend_permit(Notify& n) {
     co_return "none";
 }
 
-} // namespace eddy::test
+}  // namespace eddy::test

@@ -22,4 +22,4 @@ Eager await_off_worker(Make make, std::string& how) {
     }
 }
 
-} // namespace eddy::test
+}  // namespace eddy::test

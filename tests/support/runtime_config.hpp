@@ -97,4 +97,4 @@ inline std::multimap<std::string, pid_t> threads_by_name() {
     return out;
 }
 
-} // namespace eddy::test::runtime_config
+}  // namespace eddy::test::runtime_config

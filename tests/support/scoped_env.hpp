@@ -38,4 +38,4 @@ private:
     std::optional<std::string> old_;
 };
 
-} // namespace eddy::test
+}  // namespace eddy::test

@@ -35,4 +35,4 @@ inline Task<void> stop_after(std::chrono::milliseconds d, std::stop_source& stop
     stop.request_stop();
 }
 
-} // namespace eddy::test
+}  // namespace eddy::test

@@ -253,4 +253,4 @@ inline std::size_t settled_polled(const Runtime& rt, std::size_t n) {
     return polled(rt);
 }
 
-} // namespace eddy::test::socket_io
+}  // namespace eddy::test::socket_io

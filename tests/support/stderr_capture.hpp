@@ -49,4 +49,4 @@ private:
     int saved_ = -1;
 };
 
-} // namespace eddy::test
+}  // namespace eddy::test

@@ -46,4 +46,4 @@ inline std::size_t stress_workers(std::size_t configured, int round) {
     return counts.empty() ? configured : counts[static_cast<std::size_t>(round) % counts.size()];
 }
 
-} // namespace eddy::test
+}  // namespace eddy::test

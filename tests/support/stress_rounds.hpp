@@ -26,13 +26,13 @@ void for_each_stress_configuration(const char* program, std::span<const std::siz
         for (int round = 0; round < rounds; ++round) {
             CAPTURE(workers);
             CAPTURE(round);
-            Watchdog watchdog(program,
-                              "\"" + name + "\" with " + std::to_string(workers) + " workers, round " +
-                                  std::to_string(round),
-                              std::chrono::minutes(3));
+            Watchdog watchdog(
+                program,
+                "\"" + name + "\" with " + std::to_string(workers) + " workers, round " + std::to_string(round),
+                std::chrono::minutes(3));
             body(workers);
         }
     }
 }
 
-} // namespace eddy::test
+}  // namespace eddy::test

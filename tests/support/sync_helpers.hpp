@@ -62,4 +62,4 @@ Task<std::string> outcome(JoinHandle<T> h) {
     co_return describe(e);
 }
 
-} // namespace eddy::test
+}  // namespace eddy::test

@@ -21,9 +21,7 @@ namespace eddy::test {
 /// How long a bounded wait may take before the test calls it a failure (a hang, really).
 inline constexpr auto kDeadline = std::chrono::seconds(20);
 
-inline bool past(std::chrono::steady_clock::time_point deadline) {
-    return std::chrono::steady_clock::now() > deadline;
-}
+inline bool past(std::chrono::steady_clock::time_point deadline) { return std::chrono::steady_clock::now() > deadline; }
 
 /// Polls is_finished() until it is true or kDeadline passes; true if it finished.
 template <class T>
@@ -59,4 +57,4 @@ struct Eager {
     };
 };
 
-} // namespace eddy::test
+}  // namespace eddy::test

@@ -45,8 +45,8 @@ private:
         if (status_) std::fprintf(stderr, "  %s\n", status_().c_str());
         std::fflush(stderr);
         if (const char* p = std::getenv("EDDY_STRESS_HANG_PAUSE"); p != nullptr && *p == '1') {
-            std::fprintf(stderr, "%s: pid %d paused for a debugger (gdb -p %d)\n", program_, static_cast<int>(::getpid()),
-                         static_cast<int>(::getpid()));
+            std::fprintf(stderr, "%s: pid %d paused for a debugger (gdb -p %d)\n", program_,
+                         static_cast<int>(::getpid()), static_cast<int>(::getpid()));
             std::fflush(stderr);
             for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
         }
@@ -64,4 +64,4 @@ private:
     std::thread thread_;     // last: starts once the fields above exist
 };
 
-} // namespace eddy::test
+}  // namespace eddy::test

@@ -58,7 +58,7 @@ Task<std::string> role(JoinHandle<bool> h) {
     }
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("sync/barrier") {
 
@@ -117,10 +117,10 @@ TEST_CASE("the barrier is reused: on four workers every generation has all n tas
     std::array<std::atomic<int>, kGenerations> arrived{}, leaders{};
     std::atomic<int> short_generations{0};
     rt.block_on([](Barrier& barrier, std::array<std::atomic<int>, kGenerations>& arrivals,
-                   std::array<std::atomic<int>, kGenerations>& leader_counts, std::atomic<int>& short_gens) -> Task<void> {
+                   std::array<std::atomic<int>, kGenerations>& leader_counts,
+                   std::atomic<int>& short_gens) -> Task<void> {
         auto member = [](Barrier& bar, std::array<std::atomic<int>, kGenerations>& arr,
-                         std::array<std::atomic<int>, kGenerations>& leads,
-                         std::atomic<int>& shorts) -> Task<void> {
+                         std::array<std::atomic<int>, kGenerations>& leads, std::atomic<int>& shorts) -> Task<void> {
             for (int g = 0; g < kGenerations; ++g) {
                 arr[g].fetch_add(1);
                 const BarrierResult r = co_await bar.arrive_and_wait();
@@ -130,7 +130,8 @@ TEST_CASE("the barrier is reused: on four workers every generation has all n tas
             }
         };
         std::vector<JoinHandle<void>> all;
-        for (int i = 0; i < kTasks; ++i) all.push_back(eddy::spawn(member(barrier, arrivals, leader_counts, short_gens)));
+        for (int i = 0; i < kTasks; ++i)
+            all.push_back(eddy::spawn(member(barrier, arrivals, leader_counts, short_gens)));
         for (auto& h : all) co_await std::move(h);
     }(b, arrived, leaders, short_generations));
     CHECK(short_generations.load() == 0);
@@ -185,7 +186,7 @@ TEST_CASE("an arrival whose generation completed before its cancel took effect r
         JoinHandle<bool> x = eddy::spawn(eddy::with_stop_token(arrive(barrier), stop.get_token()));
         co_await settle();
         const bool led = (co_await barrier.arrive_and_wait()).is_leader();  // completes x's generation...
-        stop.request_stop();                                        // ...before the stop
+        stop.request_stop();                                                // ...before the stop
         co_return (led ? "" : "not leader, ") + co_await role(std::move(x));
     }(b));
     CHECK(how == "follower");
@@ -236,7 +237,8 @@ TEST_CASE("stops racing the last arrival on two workers: a generation never comp
             } else if (xr == "cancelled") {
                 // y must not finish on its own; wait until it waits (bounded).
                 const auto deadline = std::chrono::steady_clock::now() + eddy::test::kDeadline;
-                while (barrier.waiting() == 0 && !y.is_finished() && !eddy::test::past(deadline)) co_await eddy::yield_now();
+                while (barrier.waiting() == 0 && !y.is_finished() && !eddy::test::past(deadline))
+                    co_await eddy::yield_now();
                 if (y.is_finished() || barrier.waiting() != 1 || barrier.generation() != gen) ++result.bad;
                 if (!(co_await barrier.arrive_and_wait()).is_leader()) ++result.bad;
                 if (co_await role(std::move(y)) != "follower") ++result.bad;
@@ -302,4 +304,4 @@ TEST_CASE("misuse: Barrier(0) throws invalid_argument; arriving off a worker thr
     CHECK(b.generation() == 1);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("sync/barrier")

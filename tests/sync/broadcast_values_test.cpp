@@ -216,4 +216,4 @@ TEST_CASE("a copy that throws reaches the receiver and consumes nothing: the nex
     CHECK(rx.try_receive()->v == 2);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("sync/broadcast")

@@ -242,7 +242,8 @@ TEST_CASE("one sender, a slow receiver: after each Lagged the next value is exac
         for (std::int64_t i = 0; i < kValues; ++i) s.send(i);
     });
     sender.join();
-    const Log log = rt.block_on([](JoinHandle<Log> h) -> Task<Log> { co_return co_await std::move(h); }(std::move(slow)));
+    const Log log =
+        rt.block_on([](JoinHandle<Log> h) -> Task<Log> { co_return co_await std::move(h); }(std::move(slow)));
     std::int64_t expected = 0;
     std::size_t lag = 0;
     int wrong = 0;
@@ -304,4 +305,4 @@ TEST_CASE("misuse: capacity 0, receiving off a worker, a moved-from end") {
     CHECK(moved.try_receive() == 3);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("sync/broadcast")

@@ -71,7 +71,7 @@ Eager send_off_worker(Channel<int>& ch, std::string& how) {
     }
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("sync/channel") {
 
@@ -247,26 +247,26 @@ TEST_CASE("values from many senders on four workers all arrive once, each sender
     Runtime rt(RuntimeConfig{.workers = 4});
     Channel<std::uint64_t> ch(8);
     constexpr std::uint64_t kSenders = 16, kPerSender = 2000, kReceivers = 4;
-    const std::vector<std::vector<std::uint64_t>> got = rt.block_on([](Channel<std::uint64_t>& chan)
-                                                                        -> Task<std::vector<std::vector<std::uint64_t>>> {
-        auto sender = [](Channel<std::uint64_t>& c, std::uint64_t id) -> Task<void> {
-            for (std::uint64_t i = 0; i < kPerSender; ++i) co_await c.send(id * kPerSender + i);
-        };
-        auto receiver = [](Channel<std::uint64_t>& c) -> Task<std::vector<std::uint64_t>> {
-            std::vector<std::uint64_t> received;
-            while (auto v = co_await c.receive()) received.push_back(*v);
+    const std::vector<std::vector<std::uint64_t>> got =
+        rt.block_on([](Channel<std::uint64_t>& chan) -> Task<std::vector<std::vector<std::uint64_t>>> {
+            auto sender = [](Channel<std::uint64_t>& c, std::uint64_t id) -> Task<void> {
+                for (std::uint64_t i = 0; i < kPerSender; ++i) co_await c.send(id * kPerSender + i);
+            };
+            auto receiver = [](Channel<std::uint64_t>& c) -> Task<std::vector<std::uint64_t>> {
+                std::vector<std::uint64_t> received;
+                while (auto v = co_await c.receive()) received.push_back(*v);
+                co_return received;
+            };
+            std::vector<JoinHandle<void>> senders;
+            std::vector<JoinHandle<std::vector<std::uint64_t>>> receivers;
+            for (std::uint64_t i = 0; i < kReceivers; ++i) receivers.push_back(eddy::spawn(receiver(chan)));
+            for (std::uint64_t i = 0; i < kSenders; ++i) senders.push_back(eddy::spawn(sender(chan, i)));
+            for (auto& s : senders) co_await std::move(s);
+            chan.close();
+            std::vector<std::vector<std::uint64_t>> received;
+            for (auto& r : receivers) received.push_back(co_await std::move(r));
             co_return received;
-        };
-        std::vector<JoinHandle<void>> senders;
-        std::vector<JoinHandle<std::vector<std::uint64_t>>> receivers;
-        for (std::uint64_t i = 0; i < kReceivers; ++i) receivers.push_back(eddy::spawn(receiver(chan)));
-        for (std::uint64_t i = 0; i < kSenders; ++i) senders.push_back(eddy::spawn(sender(chan, i)));
-        for (auto& s : senders) co_await std::move(s);
-        chan.close();
-        std::vector<std::vector<std::uint64_t>> received;
-        for (auto& r : receivers) received.push_back(co_await std::move(r));
-        co_return received;
-    }(ch));
+        }(ch));
     std::vector<std::uint64_t> seen(kSenders * kPerSender, 0);
     for (const auto& one : got) {
         std::vector<std::uint64_t> last(kSenders, 0);
@@ -294,7 +294,8 @@ TEST_CASE("a cancelled receive takes no item: the next receive gets it") {
     };
     const Result r = rt.block_on([](Channel<int>& chan) -> Task<Result> {
         std::stop_source stop;
-        JoinHandle<std::optional<int>> waiting = eddy::spawn(eddy::with_stop_token(receive_one(chan), stop.get_token()));
+        JoinHandle<std::optional<int>> waiting =
+            eddy::spawn(eddy::with_stop_token(receive_one(chan), stop.get_token()));
         co_await settle();
         stop.request_stop();
         Result result;
@@ -387,4 +388,4 @@ TEST_CASE("misuse: capacity 0, send on a closed channel, awaiting off a worker")
     CHECK(rt.block_on(receive_one(ch)) == std::nullopt);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("sync/channel")

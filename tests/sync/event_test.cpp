@@ -48,7 +48,7 @@ Eager wait_off_worker(Event& e, std::string& how) {
     }
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("sync/event") {
 
@@ -138,4 +138,4 @@ TEST_CASE("misuse: awaiting off a worker throws WrongThread") {
     CHECK(how == "wrong thread");
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("sync/event")

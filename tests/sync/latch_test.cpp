@@ -50,7 +50,7 @@ Eager wait_off_worker(Latch& l, std::string& how) {
     }
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("sync/latch") {
 
@@ -122,4 +122,4 @@ TEST_CASE("misuse: counting down past zero throws invalid_argument; waiting off 
     CHECK(how == "wrong thread");
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("sync/latch")

@@ -53,7 +53,7 @@ Eager lock_off_worker(Mutex& m, std::string& how) {
     }
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("sync/mutex") {
 
@@ -90,7 +90,7 @@ TEST_CASE("unlock hands the mutex to the waiters in the order they asked") {
             waiters.push_back(eddy::spawn(take_turn(mutex, trace, id)));
             co_await settle();  // each is queued before the next starts
         }
-        held.reset();  // hands over to waiter 1; the mutex stays locked
+        held.reset();                                     // hands over to waiter 1; the mutex stays locked
         const bool taken = mutex.try_lock().has_value();  // no barging past the queue
         for (auto& h : waiters) co_await std::move(h);
         co_return taken;
@@ -204,4 +204,4 @@ TEST_CASE("misuse: locking off a worker throws WrongThread") {
     CHECK_FALSE(m.is_locked());
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("sync/mutex")

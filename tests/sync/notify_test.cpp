@@ -55,7 +55,7 @@ Task<void> wait_and_count(Notify& n, std::atomic<int>& woken, eddy::test::Counte
     woken.fetch_add(1);
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("sync/notify") {
 
@@ -102,7 +102,7 @@ TEST_CASE("notify_one with nobody waiting stores one permit, consumed without su
     const Result r = rt.block_on([](Notify& notify) -> Task<Result> {
         notify.notify_one();
         notify.notify_one();
-        notify.notify_one();       // still one permit
+        notify.notify_one();         // still one permit
         co_await notify.notified();  // consumes it at once
         Result result;
         JoinHandle<void> second = eddy::spawn(wait_for(notify));
@@ -135,10 +135,10 @@ TEST_CASE("notify_waiters wakes every task waiting now and stores no permit; a s
         for (auto& h : all) co_await std::move(h);
         Result result;
         result.after_all = co_await spend_permit(notify);  // nothing stored
-        notify.notify_waiters();                      // nobody waits: does nothing
+        notify.notify_waiters();                           // nobody waits: does nothing
         result.after_all += co_await spend_permit(notify);
-        notify.notify_one();                          // a permit...
-        notify.notify_waiters();                      // ...that notify_waiters leaves alone
+        notify.notify_one();      // a permit...
+        notify.notify_waiters();  // ...that notify_waiters leaves alone
         result.after_kept = co_await spend_permit(notify);
         co_return result;
     }(n, order));
@@ -328,4 +328,4 @@ TEST_CASE("misuse: awaiting off a worker throws WrongThread and consumes no perm
     CHECK(rt.block_on(spend_permit(n)) == "permit");
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("sync/notify")

@@ -51,18 +51,19 @@ Eager receive_off_worker(Receiver<int>& rx, std::string& how) {
     }
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("sync/oneshot") {
 
 TEST_CASE("the value sent by another task reaches the waiting receiver") {
     Runtime rt(RuntimeConfig{.workers = 2});
     auto [tx, rx] = eddy::oneshot::channel<std::unique_ptr<int>>();
-    const int v = rt.block_on([](Sender<std::unique_ptr<int>> sender, Receiver<std::unique_ptr<int>> receiver) -> Task<int> {
-        eddy::spawn(send_later(std::move(sender), 42));
-        std::unique_ptr<int> p = co_await receiver;
-        co_return *p;
-    }(std::move(tx), std::move(rx)));
+    const int v =
+        rt.block_on([](Sender<std::unique_ptr<int>> sender, Receiver<std::unique_ptr<int>> receiver) -> Task<int> {
+            eddy::spawn(send_later(std::move(sender), 42));
+            std::unique_ptr<int> p = co_await receiver;
+            co_return *p;
+        }(std::move(tx), std::move(rx)));
     CHECK(v == 42);
 }
 
@@ -142,4 +143,4 @@ TEST_CASE("misuse: awaiting off a worker throws WrongThread") {
     CHECK(how == "wrong thread");
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("sync/oneshot")

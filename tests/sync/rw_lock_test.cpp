@@ -73,7 +73,7 @@ Task<bool> until_waiters(RwLock& l, std::size_t n) {
     co_return true;
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("sync/rw_lock") {
 
@@ -269,30 +269,30 @@ TEST_CASE("a writer is not starved by readers that keep the lock busy on two wor
     std::atomic<bool> asking{false};
     std::atomic<bool> written{false};
     std::atomic<int> longest{0};
-    rt.block_on([](RwLock& lock, std::atomic<bool>& asked, std::atomic<bool>& wrote,
-                   std::atomic<int>& worst) -> Task<void> {
-        auto reader = [](RwLock& rw, std::atomic<bool>& writer_asks, std::atomic<bool>& writer_done,
-                         std::atomic<int>& longest_run) -> Task<void> {
-            int laps = 0;  // since the writer started asking
-            while (!writer_done.load() && laps < kMaxLaps) {
-                RwLock::ReadGuard g = co_await rw.read();
-                co_await eddy::yield_now();
-                if (writer_asks.load()) ++laps;
+    rt.block_on(
+        [](RwLock& lock, std::atomic<bool>& asked, std::atomic<bool>& wrote, std::atomic<int>& worst) -> Task<void> {
+            auto reader = [](RwLock& rw, std::atomic<bool>& writer_asks, std::atomic<bool>& writer_done,
+                             std::atomic<int>& longest_run) -> Task<void> {
+                int laps = 0;  // since the writer started asking
+                while (!writer_done.load() && laps < kMaxLaps) {
+                    RwLock::ReadGuard g = co_await rw.read();
+                    co_await eddy::yield_now();
+                    if (writer_asks.load()) ++laps;
+                }
+                int seen = longest_run.load();
+                while (laps > seen && !longest_run.compare_exchange_weak(seen, laps)) {
+                }
+            };
+            std::vector<JoinHandle<void>> readers;
+            for (int i = 0; i < 4; ++i) readers.push_back(eddy::spawn(reader(lock, asked, wrote, worst)));
+            co_await settle();
+            asked.store(true);
+            {
+                RwLock::WriteGuard g = co_await lock.write();
+                wrote.store(true);
             }
-            int seen = longest_run.load();
-            while (laps > seen && !longest_run.compare_exchange_weak(seen, laps)) {
-            }
-        };
-        std::vector<JoinHandle<void>> readers;
-        for (int i = 0; i < 4; ++i) readers.push_back(eddy::spawn(reader(lock, asked, wrote, worst)));
-        co_await settle();
-        asked.store(true);
-        {
-            RwLock::WriteGuard g = co_await lock.write();
-            wrote.store(true);
-        }
-        for (auto& h : readers) co_await std::move(h);
-    }(l, asking, written, longest));
+            for (auto& h : readers) co_await std::move(h);
+        }(l, asking, written, longest));
     CHECK(written.load());
     CHECK(longest.load() < kMaxLaps);
     CHECK(is_free(l));
@@ -423,7 +423,8 @@ TEST_CASE("stops racing releases on two workers never lose or leak the lock") {
                 s.request_stop();
                 co_return;
             };
-            auto release = [](std::optional<RwLock::WriteGuard> write_guard, std::optional<RwLock::ReadGuard> read_guard) -> Task<void> {
+            auto release = [](std::optional<RwLock::WriteGuard> write_guard,
+                              std::optional<RwLock::ReadGuard> read_guard) -> Task<void> {
                 write_guard.reset();
                 read_guard.reset();
                 co_return;
@@ -494,4 +495,4 @@ TEST_CASE("misuse: reading or writing off a worker throws WrongThread and takes 
     CHECK(is_free(l));
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("sync/rw_lock")

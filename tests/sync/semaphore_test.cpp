@@ -49,7 +49,7 @@ Eager acquire_off_worker(Semaphore& s, std::string& how) {
     }
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("sync/semaphore") {
 
@@ -85,7 +85,8 @@ TEST_CASE("at most N tasks hold a permit at once on four workers") {
     Runtime rt(RuntimeConfig{.workers = 4});
     Semaphore s(3);
     std::atomic<int> inside{0}, most{0}, done{0};
-    rt.block_on([](Semaphore& sem, std::atomic<int>& holders, std::atomic<int>& peak, std::atomic<int>& finished) -> Task<void> {
+    rt.block_on([](Semaphore& sem, std::atomic<int>& holders, std::atomic<int>& peak,
+                   std::atomic<int>& finished) -> Task<void> {
         auto worker = [](Semaphore& permits, std::atomic<int>& occupancy, std::atomic<int>& high_water,
                          std::atomic<int>& ended) -> Task<void> {
             for (int i = 0; i < 50; ++i) {
@@ -193,4 +194,4 @@ TEST_CASE("misuse: acquiring off a worker throws WrongThread and takes nothing")
     CHECK(s.available() == 1);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("sync/semaphore")

@@ -43,7 +43,7 @@
 #ifndef EDDY_TEST_TSAN
 namespace {
 thread_local std::uint64_t allocations = 0;  // operator new calls on this thread
-} // namespace
+}  // namespace
 
 // Not inlined: g++ 12 would pair what it sees inside them (malloc, free) with the calls to
 // operator new and delete it sees elsewhere (-Wmismatched-new-delete).
@@ -81,7 +81,7 @@ Task<std::vector<T>> drain(UnboundedChannel<T>& ch) {
     co_return got;
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("sync/unbounded_channel") {
 
@@ -207,7 +207,8 @@ TEST_CASE("a cancelled receive consumes nothing: the next receive gets the value
     };
     const Result r = rt.block_on([](UnboundedChannel<int>& chan) -> Task<Result> {
         std::stop_source stop;
-        JoinHandle<std::optional<int>> waiting = eddy::spawn(eddy::with_stop_token(receive_one(chan), stop.get_token()));
+        JoinHandle<std::optional<int>> waiting =
+            eddy::spawn(eddy::with_stop_token(receive_one(chan), stop.get_token()));
         co_await settle();
         stop.request_stop();
         Result result;
@@ -259,7 +260,9 @@ TEST_CASE("a receive whose stop races a send from a plain thread either gets the
     CHECK(ch.size() == 0);
 }
 
-TEST_CASE("plain threads and tasks on four workers send at once; every value is received exactly once, in each sender's order") {
+TEST_CASE(
+    "plain threads and tasks on four workers send at once; every value is received exactly once, in each sender's "
+    "order") {
     Runtime rt(RuntimeConfig{.workers = 4});
     UnboundedChannel<std::uint64_t> ch;
     constexpr std::uint64_t kThreads = 3, kTasks = 8, kPerSender = 3000, kReceivers = 4;
@@ -282,14 +285,16 @@ TEST_CASE("plain threads and tasks on four workers send at once; every value is 
         });
     }
     for (auto& t : threads) t.join();
-    for (auto& h : tasks) rt.block_on([](JoinHandle<void> handle) -> Task<void> { co_await std::move(handle); }(std::move(h)));
+    for (auto& h : tasks)
+        rt.block_on([](JoinHandle<void> handle) -> Task<void> { co_await std::move(handle); }(std::move(h)));
     ch.close();
     std::vector<std::uint64_t> seen(kSenders * kPerSender, 0);
     int disorder = 0;
     for (auto& h : receivers) {
-        const std::vector<std::uint64_t> got = rt.block_on(
-            [](JoinHandle<std::vector<std::uint64_t>> handle) -> Task<std::vector<std::uint64_t>> { co_return co_await std::move(handle); }(
-                std::move(h)));
+        const std::vector<std::uint64_t> got =
+            rt.block_on([](JoinHandle<std::vector<std::uint64_t>> handle) -> Task<std::vector<std::uint64_t>> {
+                co_return co_await std::move(handle);
+            }(std::move(h)));
         std::vector<std::int64_t> last(kSenders, -1);
         for (std::uint64_t v : got) {
             if (v >= seen.size()) {
@@ -315,10 +320,11 @@ TEST_CASE("a runtime destroyed while receivers wait unlinks them; the channel wo
         Runtime rt(RuntimeConfig{.workers = 2});
         std::atomic<int> waiting{0};
         for (int i = 0; i < 10; ++i) {
-            (void)rt.spawn([](UnboundedChannel<int>& chan, std::atomic<int>& waiters, eddy::test::Counted) -> Task<void> {
-                waiters.fetch_add(1);
-                (void)co_await chan.receive();
-            }(ch, waiting, eddy::test::Counted(frames)));
+            (void)rt.spawn(
+                [](UnboundedChannel<int>& chan, std::atomic<int>& waiters, eddy::test::Counted) -> Task<void> {
+                    waiters.fetch_add(1);
+                    (void)co_await chan.receive();
+                }(ch, waiting, eddy::test::Counted(frames)));
         }
         const auto deadline = std::chrono::steady_clock::now() + eddy::test::kDeadline;
         while (waiting.load() < 10 && !eddy::test::past(deadline)) std::this_thread::yield();
@@ -339,4 +345,4 @@ TEST_CASE("misuse: receiving off a worker throws WrongThread and takes nothing")
     CHECK(ch.size() == 1);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("sync/unbounded_channel")

@@ -62,7 +62,7 @@ struct Wide {
     }
 };
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("sync/watch") {
 
@@ -131,20 +131,21 @@ TEST_CASE("copies of a receiver track their own seen version; subscribe starts a
 TEST_CASE("changed returns at once for a newer value and marks it seen; skipped values are not reported") {
     Runtime rt(RuntimeConfig{.workers = 1});
     auto [tx, rx] = eddy::watch::channel<int>(0);
-    const std::vector<int> got = rt.block_on([](Sender<int>& publisher, Receiver<int>& subscriber) -> Task<std::vector<int>> {
-        publisher.send(1);
-        publisher.send(2);
-        publisher.send(3);
-        std::vector<int> received;
-        received.push_back(co_await next_value(subscriber));  // only the latest: 1 and 2 are skipped
-        received.push_back(subscriber.has_changed() ? 1 : 0);
-        JoinHandle<int> waiting = eddy::spawn(next_value(subscriber));
-        co_await settle();
-        received.push_back(waiting.is_finished() ? 1 : 0);  // nothing newer: it waits
-        publisher.send(4);
-        received.push_back(co_await std::move(waiting));
-        co_return received;
-    }(tx, rx));
+    const std::vector<int> got =
+        rt.block_on([](Sender<int>& publisher, Receiver<int>& subscriber) -> Task<std::vector<int>> {
+            publisher.send(1);
+            publisher.send(2);
+            publisher.send(3);
+            std::vector<int> received;
+            received.push_back(co_await next_value(subscriber));  // only the latest: 1 and 2 are skipped
+            received.push_back(subscriber.has_changed() ? 1 : 0);
+            JoinHandle<int> waiting = eddy::spawn(next_value(subscriber));
+            co_await settle();
+            received.push_back(waiting.is_finished() ? 1 : 0);  // nothing newer: it waits
+            publisher.send(4);
+            received.push_back(co_await std::move(waiting));
+            co_return received;
+        }(tx, rx));
     CHECK(got == std::vector<int>{3, 0, 0, 4});
 }
 
@@ -165,11 +166,15 @@ TEST_CASE("a send wakes every waiting receiver, from a task or from a plain thre
     std::thread sender([&s = tx] { s.send(7); });  // most receivers wait by now
     sender.join();
     int sum = 0;
-    for (auto& h : waiting) sum += rt.block_on([](JoinHandle<int> handle) -> Task<int> { co_return co_await std::move(handle); }(std::move(h)));
+    for (auto& h : waiting)
+        sum += rt.block_on(
+            [](JoinHandle<int> handle) -> Task<int> { co_return co_await std::move(handle); }(std::move(h)));
     CHECK(sum == 7 * kWaiters);
 }
 
-TEST_CASE("send_modify changes the value in place; send_if_modified notifies only when told; send_replace returns the old value") {
+TEST_CASE(
+    "send_modify changes the value in place; send_if_modified notifies only when told; send_replace returns the old "
+    "value") {
     auto [tx, rx] = eddy::watch::channel<std::vector<int>>({1});
     tx.send_modify([](std::vector<int>& v) { v.push_back(2); });
     CHECK(rx.has_changed());
@@ -368,7 +373,8 @@ TEST_CASE("readers on four workers never see a torn value and end on the last on
     done.store(true);
     peeker.join();
     for (auto& h : readers) {
-        const Seen s = rt.block_on([](JoinHandle<Seen> handle) -> Task<Seen> { co_return co_await std::move(handle); }(std::move(h)));
+        const Seen s = rt.block_on(
+            [](JoinHandle<Seen> handle) -> Task<Seen> { co_return co_await std::move(handle); }(std::move(h)));
         CHECK(s.torn == 0);
         CHECK(s.backwards == 0);
         CHECK(s.last == kSends);  // the last value is always reported
@@ -423,4 +429,4 @@ TEST_CASE("misuse: changed off a worker throws WrongThread; a moved-from end thr
     CHECK(*moved.borrow() == 3);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("sync/watch")

@@ -51,7 +51,7 @@ eddy::Task<int> large_task(std::array<char, 2 * fp::kMaxPooledBytes> big) {
     return large_task(big);
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("classes: 16-byte steps up to kMaxPooledBytes, 0 above") {
     CHECK(fp::class_of(1) == 1);

@@ -27,7 +27,7 @@ void spin_until(const std::atomic<bool>& flag) {
     while (!flag.load()) std::this_thread::yield();
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("request_stop runs each registered callback once and only the first call stops") {
     StopState s;
@@ -114,8 +114,8 @@ TEST_CASE("a callback may reset itself, and register others, from inside its own
         StopCallback<Count>* on_other;
         std::atomic<int>* n;
         void operator()() const noexcept {
-            self->reset();                          // returns at once: no deadlock
-            on_other->emplace(*other, Count{n});    // another state: registers
+            self->reset();                        // returns at once: no deadlock
+            on_other->emplace(*other, Count{n});  // another state: registers
             n->fetch_add(10);
         }
     };

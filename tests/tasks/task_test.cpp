@@ -199,7 +199,7 @@ Task<int> chain(int n) {
     co_return 1 + co_await chain(n - 1);
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("tasks/task") {
 
@@ -422,4 +422,4 @@ TEST_CASE("a million nested awaits that complete synchronously do not overflow t
     CHECK(sync_await(chain(1'000'000)) == 1'000'000);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("tasks/task")

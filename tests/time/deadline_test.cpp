@@ -59,7 +59,7 @@ Task<std::string> outcome(A awaiter_maker) {
 Task<std::size_t> read_pipe(int fd, std::span<std::byte> buf) { co_return co_await eddy::io::read(fd, buf); }
 Task<std::size_t> read_stream(auto& s, std::span<std::byte> buf) { co_return co_await s.read(buf); }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("this_task::deadline: none outside, the one set inside, inherited by awaited tasks") {
     Runtime rt(RuntimeConfig{.workers = 2});
@@ -115,8 +115,7 @@ TEST_CASE("with_deadline: a read from a TCP peer that never writes times out; th
     eddy::test::Connection c = run(rt, eddy::test::connect_pair(listener));
     std::array<std::byte, 16> buf{};
     const auto start = Clock::now();
-    const std::string r =
-        run(rt, outcome([&] { return eddy::with_deadline(100ms, read_stream(c.client, buf)); }));
+    const std::string r = run(rt, outcome([&] { return eddy::with_deadline(100ms, read_stream(c.client, buf)); }));
     const auto took = Clock::now() - start;
     CHECK(r == "timed out");
     CHECK(took >= 100ms);
@@ -127,9 +126,9 @@ TEST_CASE("with_deadline: a read from a TCP peer that never writes times out; th
     CHECK(text(std::span(buf).first(n)) == "hi");
     // A write and a read under a far deadline work as without one.
     run(rt, eddy::with_deadline(10s, [](eddy::test::Connection& conn) -> Task<void> {
-        co_await conn.client.write_all(bytes("again"));
-        co_return;
-    }(c)));
+            co_await conn.client.write_all(bytes("again"));
+            co_return;
+        }(c)));
     CHECK(run(rt, eddy::with_deadline(10s, read_stream(c.server, buf))) == 5);
     c.client.close();
     c.server.close();
@@ -145,7 +144,8 @@ TEST_CASE("with_deadline: a Unix stream read times out, and a read racing data u
     CHECK(run(rt, outcome([&] { return eddy::with_deadline(100ms, read_stream(a, buf)); })) == "timed out");
     CHECK(Clock::now() - start < 2s);
     // The reader waits (under a far deadline) while another task writes later.
-    auto race = [](eddy::net::UnixStream& end_a, eddy::net::UnixStream& end_b, std::span<std::byte> buffer) -> Task<std::size_t> {
+    auto race = [](eddy::net::UnixStream& end_a, eddy::net::UnixStream& end_b,
+                   std::span<std::byte> buffer) -> Task<std::size_t> {
         auto writer = [](eddy::net::UnixStream& peer) -> Task<void> {
             co_await eddy::sleep(20ms);
             co_await peer.write_all(bytes("xyz"));
@@ -212,7 +212,8 @@ TEST_CASE("with_deadline: a deadline already past throws at once, without submit
     CHECK(run(rt, eddy::with_deadline(Clock::now() - 1s, read_pipe(p.read_end.get(), buf))) == 3);
 }
 
-TEST_CASE("with_deadline: 1000 operations that complete first keep their values; the link timeouts leave nothing behind") {
+TEST_CASE(
+    "with_deadline: 1000 operations that complete first keep their values; the link timeouts leave nothing behind") {
     Runtime rt(RuntimeConfig{.workers = 2});
     auto p = eddy::io::pipe();
     REQUIRE(::write(p.write_end.get(), "x", 1) == 1);  // readable from now on
@@ -266,8 +267,8 @@ TEST_CASE("with_deadline: a stop token still cancels (OperationCancelled), on th
     auto both = [&]() -> Task<std::pair<std::string, std::string>> {
         auto [x, y, u1, u2] = co_await eddy::when_all(
             outcome([&] { return eddy::io::read(p.read_end.get(), buf, pipe_stop.get_token()); }),
-            outcome([&] { return a.read(std::span(buf).first(8), sock_stop.get_token()); }),
-            stop_later(pipe_stop), stop_later(sock_stop));
+            outcome([&] { return a.read(std::span(buf).first(8), sock_stop.get_token()); }), stop_later(pipe_stop),
+            stop_later(sock_stop));
         (void)u1;
         (void)u2;
         co_return std::pair{x, y};
@@ -277,10 +278,11 @@ TEST_CASE("with_deadline: a stop token still cancels (OperationCancelled), on th
     CHECK(r.second == "cancelled");
     // And a task cancellation (a when_any loser) under a deadline stops its read at once.
     auto race = [&]() -> Task<std::size_t> {
-        auto w = co_await eddy::when_any(read_pipe(p.read_end.get(), buf), [](std::span<std::byte>) -> Task<std::size_t> {
-            co_await eddy::sleep(20ms);
-            co_return 7;
-        }(buf));
+        auto w =
+            co_await eddy::when_any(read_pipe(p.read_end.get(), buf), [](std::span<std::byte>) -> Task<std::size_t> {
+                co_await eddy::sleep(20ms);
+                co_return 7;
+            }(buf));
         co_return std::get<1>(w);
     };
     CHECK(run(rt, eddy::with_deadline(10s, race())) == 7);
@@ -300,11 +302,12 @@ TEST_CASE("with_deadline: a runtime shut down while reads wait under a deadline 
         const auto limit = Clock::now() + 10s;
         while (rt.metrics().reactor.in_flight < 4 && Clock::now() < limit) std::this_thread::sleep_for(1ms);
         CHECK(rt.metrics().reactor.in_flight >= 4);  // 2 x (operation + link timeout), and the wake-up read
-        rt.shutdown();  // cancels both in the kernel, then destroys the frame
+        rt.shutdown();                               // cancels both in the kernel, then destroys the frame
     }
 }
 
-TEST_CASE("with_deadline under a paused clock: a 30 s deadline on a silent pipe and socket ends in virtual time, exactly") {
+TEST_CASE(
+    "with_deadline under a paused clock: a 30 s deadline on a silent pipe and socket ends in virtual time, exactly") {
     Runtime rt(RuntimeConfig{.workers = 2, .clock = eddy::ClockMode::paused});
     auto p = eddy::io::pipe();
     auto listener = eddy::net::TcpListener::bind(eddy::net::SocketAddr::loopback_v4(0));
@@ -317,7 +320,8 @@ TEST_CASE("with_deadline under a paused clock: a 30 s deadline on a silent pipe 
     const Deadline seen = run(rt, eddy::with_deadline(10s, my_deadline()));
     REQUIRE(seen.has_value());
     CHECK(*seen - rt.now() <= 10s);
-    auto conn = run(rt, eddy::test::connect_pair(listener));  // not a structured binding: clang 14 lambdas cannot capture one
+    auto conn =
+        run(rt, eddy::test::connect_pair(listener));  // not a structured binding: clang 14 lambdas cannot capture one
     auto& server = conn.server;
     const auto before = rt.now();
     CHECK(run(rt, outcome([&] { return eddy::with_deadline(30s, read_stream(server, buf)); })) == "timed out");

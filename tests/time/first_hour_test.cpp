@@ -45,7 +45,7 @@ Task<Connection> pair() {
     co_return c;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("with_timeout(stream.read(buf), 1s): the bytes in time, TimedOut without them") {
     Runtime rt(paused());
@@ -203,7 +203,7 @@ Task<void> idle_reader(eddy::net::TcpStream s, eddy::test::Counted alive, bool r
     }
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a runtime destroyed while tasks wait in with_timeout(read) or when_any(read, sleep) frees them") {
     eddy::test::LifetimeCounter frames;

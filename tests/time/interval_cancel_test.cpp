@@ -54,7 +54,7 @@ Task<eddy::test::Outcome> tick_outcome(Interval& iv, std::stop_token token, Cloc
     co_return eddy::test::Outcome::value;
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("time/interval") {
 
@@ -67,7 +67,7 @@ Task<void> stop_after(std::stop_source& stop, Clock::duration d) {
 
 Task<void> sleep_for(Clock::duration d) { co_await eddy::sleep(d); }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a cancelled tick throws OperationCancelled and keeps the schedule") {
     Runtime rt(RuntimeConfig{.workers = 2});
@@ -130,8 +130,8 @@ TEST_CASE("ticks cancelled at random moments on two workers: each cancelled one 
         for (int i = 0; i < 300; ++i) {
             std::stop_source stop;
             Clock::time_point at{};
-            auto [outcome, done] = co_await eddy::when_all(tick_outcome(iv, stop.get_token(), &at),
-                                                           stop_after(stop, std::chrono::microseconds((i * 37) % 1500)));
+            auto [outcome, done] = co_await eddy::when_all(
+                tick_outcome(iv, stop.get_token(), &at), stop_after(stop, std::chrono::microseconds((i * 37) % 1500)));
             (void)done;
             if (outcome == eddy::test::Outcome::value) {
                 CHECK(at == expected);
@@ -288,12 +288,13 @@ TEST_CASE("runtime shutdown while tasks wait on ticks destroys their frames") {
         std::atomic<int> woke{0};
         for (int i = 0; i < 8; ++i)
             rt.spawn([](eddy::test::Counted, std::atomic<int>& w, std::atomic<int>& after) -> Task<void> {
-                Interval iv = eddy::interval(1h);
-                (void)co_await iv.tick();  // due at once
-                w.fetch_add(1);
-                (void)co_await iv.tick();  // an hour away
-                after.fetch_add(1);
-            }(eddy::test::Counted(counter), waiting, woke)).detach();
+                  Interval iv = eddy::interval(1h);
+                  (void)co_await iv.tick();  // due at once
+                  w.fetch_add(1);
+                  (void)co_await iv.tick();  // an hour away
+                  after.fetch_add(1);
+              }(eddy::test::Counted(counter), waiting, woke))
+                .detach();
         REQUIRE(eddy::test::wait_count(waiting, 8));
         rt.shutdown();
         CHECK(woke.load() == 0);
@@ -301,4 +302,4 @@ TEST_CASE("runtime shutdown while tasks wait on ticks destroys their frames") {
     CHECK(counter.alive() == 0);  // every frame destroyed, its tick's timer unlinked (LeakSanitizer)
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("time/interval")

@@ -71,12 +71,16 @@ void check_policy(const std::vector<Take>& takes, MissedTick policy, Clock::dura
         const bool in_time = next == t.at + p;
         bool as_late = false;
         switch (policy) {
-            case MissedTick::burst: as_late = next == t.at + p; break;
-            case MissedTick::delay: as_late = next >= t.before + p && next <= t.after + p; break;
-            case MissedTick::skip:
-                // The first point of the schedule after the moment it was taken.
-                as_late = (next - t.at) % p == Clock::duration::zero() && next > t.before && next - p <= t.after;
-                break;
+        case MissedTick::burst:
+            as_late = next == t.at + p;
+            break;
+        case MissedTick::delay:
+            as_late = next >= t.before + p && next <= t.after + p;
+            break;
+        case MissedTick::skip:
+            // The first point of the schedule after the moment it was taken.
+            as_late = (next - t.at) % p == Clock::duration::zero() && next > t.before && next - p <= t.after;
+            break;
         }
         if (t.after < t.at + p) {
             CHECK(in_time);
@@ -105,7 +109,7 @@ bool returned(const std::vector<Take>& takes, Clock::time_point at) {
 
 constexpr auto kPolicies = {MissedTick::burst, MissedTick::delay, MissedTick::skip};
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("time/interval") {
 
@@ -165,33 +169,34 @@ TEST_CASE("a late consumer from the start: five periods already due when the fir
         CAPTURE(static_cast<int>(policy));
         const auto start = Clock::now() - 5 * p;  // ticks 0..5 are due
         const auto until = start + 10 * p;
-        const std::vector<Take> takes = rt.block_on([](Clock::time_point s, Clock::time_point u, MissedTick m) -> Task<std::vector<Take>> {
-            Interval iv = eddy::interval_at(s, p);
-            iv.set_missed_tick(m);
-            CHECK(iv.missed_tick() == m);
-            co_return co_await consume(iv, u);
-        }(start, until, policy));
+        const std::vector<Take> takes =
+            rt.block_on([](Clock::time_point s, Clock::time_point u, MissedTick m) -> Task<std::vector<Take>> {
+                Interval iv = eddy::interval_at(s, p);
+                iv.set_missed_tick(m);
+                CHECK(iv.missed_tick() == m);
+                co_return co_await consume(iv, u);
+            }(start, until, policy));
         REQUIRE(takes.size() >= 2);
         CHECK(takes[0].at == start);
         check_policy(takes, policy, p);
         const std::size_t n = count_before(takes, until);
         MESSAGE("ticks before start + 10 periods: " << n);
         switch (policy) {
-            case MissedTick::burst:
-                CHECK(n == 10);  // every tick of the schedule, the missed ones back to back
-                for (std::size_t k = 0; k < takes.size(); ++k) CHECK(takes[k].at == start + k * p);
-                break;
-            case MissedTick::delay:
-                // The first take was late: the next tick is a period after it, not on the grid.
-                CHECK(takes[1].at >= takes[0].before + p);
-                CHECK(n <= 5);
-                break;
-            case MissedTick::skip:
-                for (int k = 1; k <= 5; ++k) CHECK_FALSE(returned(takes, start + k * p));  // dropped
-                for (const Take& t : takes) CHECK((t.at - start) % p == Clock::duration::zero());
-                CHECK(takes[1].at >= start + 6 * p);
-                CHECK(n <= 5);
-                break;
+        case MissedTick::burst:
+            CHECK(n == 10);  // every tick of the schedule, the missed ones back to back
+            for (std::size_t k = 0; k < takes.size(); ++k) CHECK(takes[k].at == start + k * p);
+            break;
+        case MissedTick::delay:
+            // The first take was late: the next tick is a period after it, not on the grid.
+            CHECK(takes[1].at >= takes[0].before + p);
+            CHECK(n <= 5);
+            break;
+        case MissedTick::skip:
+            for (int k = 1; k <= 5; ++k) CHECK_FALSE(returned(takes, start + k * p));  // dropped
+            for (const Take& t : takes) CHECK((t.at - start) % p == Clock::duration::zero());
+            CHECK(takes[1].at >= start + 6 * p);
+            CHECK(n <= 5);
+            break;
         }
     }
 }
@@ -208,11 +213,12 @@ TEST_CASE("a consumer late once in the middle of the run, under each policy") {
         // After the tick at start + p the consumer is busy for 3.5 periods: by the time it takes
         // the tick at 2p (late), those at 3p and 4p are due too. In time from then on, delay
         // and skip give 2p, then ten ticks from 5p or 5.5p on: at most 13 before 15p.
-        std::vector<Take> takes = rt.block_on([](Clock::time_point s, Clock::time_point u, MissedTick m) -> Task<std::vector<Take>> {
-            Interval iv = eddy::interval_at(s, p);
-            iv.set_missed_tick(m);
-            co_return co_await consume(iv, u, 1, 70ms);
-        }(start, until, policy));
+        std::vector<Take> takes =
+            rt.block_on([](Clock::time_point s, Clock::time_point u, MissedTick m) -> Task<std::vector<Take>> {
+                Interval iv = eddy::interval_at(s, p);
+                iv.set_missed_tick(m);
+                co_return co_await consume(iv, u, 1, 70ms);
+            }(start, until, policy));
         REQUIRE(takes.size() >= 4);
         check_policy(takes, policy, p);  // holds however late the machine let the consumer be
         // The scenario below needs the first two ticks taken in time; a machine too busy to
@@ -230,22 +236,22 @@ TEST_CASE("a consumer late once in the middle of the run, under each policy") {
         const std::size_t n = count_before(takes, until);
         MESSAGE("ticks before start + 15 periods: " << n);
         switch (policy) {
-            case MissedTick::burst:
-                CHECK(n == 15);
-                for (std::size_t k = 0; k < takes.size(); ++k) CHECK(takes[k].at == start + k * p);
-                break;
-            case MissedTick::delay:
-                CHECK(takes[3].at >= takes[2].before + p);
-                CHECK(takes[3].at <= takes[2].after + p);
-                CHECK(n <= 13);
-                break;
-            case MissedTick::skip:
-                CHECK_FALSE(returned(takes, start + 3 * p));
-                CHECK_FALSE(returned(takes, start + 4 * p));
-                CHECK(takes[3].at >= start + 5 * p);
-                for (const Take& t : takes) CHECK((t.at - start) % p == Clock::duration::zero());
-                CHECK(n <= 13);
-                break;
+        case MissedTick::burst:
+            CHECK(n == 15);
+            for (std::size_t k = 0; k < takes.size(); ++k) CHECK(takes[k].at == start + k * p);
+            break;
+        case MissedTick::delay:
+            CHECK(takes[3].at >= takes[2].before + p);
+            CHECK(takes[3].at <= takes[2].after + p);
+            CHECK(n <= 13);
+            break;
+        case MissedTick::skip:
+            CHECK_FALSE(returned(takes, start + 3 * p));
+            CHECK_FALSE(returned(takes, start + 4 * p));
+            CHECK(takes[3].at >= start + 5 * p);
+            for (const Take& t : takes) CHECK((t.at - start) % p == Clock::duration::zero());
+            CHECK(n <= 13);
+            break;
         }
         ++next;
     }
@@ -262,11 +268,12 @@ TEST_CASE("a consumer late once in the middle, in virtual time: every time point
         CAPTURE(static_cast<int>(policy));
         const auto start = rt.now();
         const auto until = start + 15 * p;
-        const std::vector<Take> takes = rt.block_on([](Clock::time_point s, Clock::time_point u, MissedTick m) -> Task<std::vector<Take>> {
-            Interval iv = eddy::interval_at(s, p);
-            iv.set_missed_tick(m);
-            co_return co_await consume(iv, u, 1, 70ms);
-        }(start, until, policy));
+        const std::vector<Take> takes =
+            rt.block_on([](Clock::time_point s, Clock::time_point u, MissedTick m) -> Task<std::vector<Take>> {
+                Interval iv = eddy::interval_at(s, p);
+                iv.set_missed_tick(m);
+                co_return co_await consume(iv, u, 1, 70ms);
+            }(start, until, policy));
         REQUIRE(takes.size() >= 4);
         check_policy(takes, policy, p);
         CHECK(takes[0].at == start);
@@ -275,19 +282,19 @@ TEST_CASE("a consumer late once in the middle, in virtual time: every time point
         CHECK(takes[1].after == start + p);  // in time, exactly
         CHECK(takes[2].at == start + 2 * p);
         CHECK(takes[2].after == start + p + 70ms);  // late: taken when the work ended
-        std::vector<Clock::duration> expected;  // every time point returned, from start
+        std::vector<Clock::duration> expected;      // every time point returned, from start
         switch (policy) {
-            case MissedTick::burst:
-                for (int k = 0; k <= 15; ++k) expected.push_back(k * p);
-                break;
-            case MissedTick::delay:  // a period after the late take (90 ms), then on from there
-                expected = {0ms, 20ms, 40ms};
-                for (auto t = 110ms; t <= 310ms; t += p) expected.push_back(t);
-                break;
-            case MissedTick::skip:  // the first grid point after 90 ms: 60 and 80 are dropped
-                expected = {0ms, 20ms, 40ms};
-                for (auto t = 100ms; t <= 300ms; t += p) expected.push_back(t);
-                break;
+        case MissedTick::burst:
+            for (int k = 0; k <= 15; ++k) expected.push_back(k * p);
+            break;
+        case MissedTick::delay:  // a period after the late take (90 ms), then on from there
+            expected = {0ms, 20ms, 40ms};
+            for (auto t = 110ms; t <= 310ms; t += p) expected.push_back(t);
+            break;
+        case MissedTick::skip:  // the first grid point after 90 ms: 60 and 80 are dropped
+            expected = {0ms, 20ms, 40ms};
+            for (auto t = 100ms; t <= 300ms; t += p) expected.push_back(t);
+            break;
         }
         REQUIRE(takes.size() == expected.size());
         for (std::size_t k = 0; k < takes.size(); ++k) {
@@ -307,11 +314,12 @@ TEST_CASE("a late consumer from the start, in virtual time: the counts are exact
         CAPTURE(static_cast<int>(policy));
         const auto start = rt.now() - 5 * p;  // ticks 0..5 are due
         const auto until = start + 10 * p;
-        const std::vector<Take> takes = rt.block_on([](Clock::time_point s, Clock::time_point u, MissedTick m) -> Task<std::vector<Take>> {
-            Interval iv = eddy::interval_at(s, p);
-            iv.set_missed_tick(m);
-            co_return co_await consume(iv, u);
-        }(start, until, policy));
+        const std::vector<Take> takes =
+            rt.block_on([](Clock::time_point s, Clock::time_point u, MissedTick m) -> Task<std::vector<Take>> {
+                Interval iv = eddy::interval_at(s, p);
+                iv.set_missed_tick(m);
+                co_return co_await consume(iv, u);
+            }(start, until, policy));
         check_policy(takes, policy, p);
         // burst: all ten; delay: 0, then 6p, 7p, 8p, 9p (a period after the take at 5p); skip:
         // 0, then the grid from 6p on: the same five.
@@ -392,4 +400,4 @@ TEST_CASE("a moved Interval keeps its schedule and policy") {
     }());
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("time/interval")

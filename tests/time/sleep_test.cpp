@@ -120,15 +120,13 @@ Task<Fired> many_timers(int n) {
     for (int i = 0; i < n; ++i) handles.push_back(eddy::spawn(one_timer(i)));
     Fired f;
     for (auto& h : handles) {
-        if (co_await std::move(h))
-            ++f.on_time;
-        else
-            ++f.early;
+        if (co_await std::move(h)) ++f.on_time;
+        else ++f.early;
     }
     co_return f;
 }
 
-} // namespace
+}  // namespace
 
 TEST_SUITE("time/sleep") {
 
@@ -180,8 +178,8 @@ TEST_CASE("huge durations saturate instead of overflowing into the past") {
 TEST_CASE("three 100 ms sleeps under when_all run concurrently") {
     Runtime rt(RuntimeConfig{.workers = 2, .clock = eddy::ClockMode::paused});
     const auto start = rt.now();
-    auto [a, b, c] = rt.block_on(
-        eddy::when_all(virtual_timed_sleep(100ms), virtual_timed_sleep(100ms), virtual_timed_sleep(100ms)));
+    auto [a, b, c] =
+        rt.block_on(eddy::when_all(virtual_timed_sleep(100ms), virtual_timed_sleep(100ms), virtual_timed_sleep(100ms)));
     const auto total = rt.now() - start;
     CHECK(a >= 100ms);
     CHECK(b >= 100ms);
@@ -253,10 +251,12 @@ TEST_CASE("sleeps on two runtimes at once use their own reactors") {
     Runtime b(RuntimeConfig{.workers = 1});
     JoinHandle<Clock::duration> ha = a.spawn(timed_sleep(30ms));
     JoinHandle<Clock::duration> hb = b.spawn(timed_sleep(30ms));
-    CHECK(a.block_on([](JoinHandle<Clock::duration> h) -> Task<Clock::duration> { co_return co_await std::move(h); }(
-              std::move(ha))) >= 30ms);
-    CHECK(b.block_on([](JoinHandle<Clock::duration> h) -> Task<Clock::duration> { co_return co_await std::move(h); }(
-              std::move(hb))) >= 30ms);
+    CHECK(a.block_on([](JoinHandle<Clock::duration> h) -> Task<Clock::duration> {
+        co_return co_await std::move(h);
+    }(std::move(ha))) >= 30ms);
+    CHECK(b.block_on([](JoinHandle<Clock::duration> h) -> Task<Clock::duration> {
+        co_return co_await std::move(h);
+    }(std::move(hb))) >= 30ms);
 }
 
 TEST_CASE("durations with a narrow or fine count type sleep for their length") {
@@ -289,7 +289,7 @@ Task<bool> sleep_behind_a_busy_task() {
     co_return co_await std::move(spinner);
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a sleep is armed when its task suspends, even if the next task never does") {
     Runtime rt(RuntimeConfig{.workers = 2});
@@ -383,4 +383,4 @@ TEST_CASE("huge negative durations complete at once instead of overflowing") {
     }()) == 1);
 }
 
-} // TEST_SUITE
+}  // TEST_SUITE("time/sleep")

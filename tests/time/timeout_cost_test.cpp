@@ -25,7 +25,7 @@ using namespace std::chrono_literals;
 #ifndef EDDY_TEST_TSAN
 namespace {
 thread_local std::uint64_t allocations = 0;  // operator new calls on this thread
-} // namespace
+}  // namespace
 
 void* operator new(std::size_t n) {
     ++allocations;
@@ -60,7 +60,7 @@ Task<std::uint64_t> count_allocations(Make make) {
 }
 #endif
 
-} // namespace
+}  // namespace
 
 #ifndef EDDY_TEST_TSAN
 TEST_CASE("a with_timeout that does not fire allocates nothing beyond the task's frame") {
@@ -109,8 +109,7 @@ TEST_CASE("timeouts that do not fire and sleeps cancelled early need no reactor 
             CHECK(co_await eddy::with_timeout(yield_then(i), 10s) == i);
             std::stop_source stop;
             stop.request_stop();  // already stopped: the sleep ends at once
-            CHECK_THROWS_AS(co_await eddy::sleep(1h, stop.get_token()),
-                            eddy::OperationCancelled);
+            CHECK_THROWS_AS(co_await eddy::sleep(1h, stop.get_token()), eddy::OperationCancelled);
         }
     }());
     // A sleep stopped while it waits (the stop comes from another task).
@@ -121,8 +120,7 @@ TEST_CASE("timeouts that do not fire and sleeps cancelled early need no reactor 
                 co_await eddy::yield_now();
                 s.request_stop();
             }(stop));
-            CHECK_THROWS_AS(co_await eddy::sleep(1h, stop.get_token()),
-                            eddy::OperationCancelled);
+            CHECK_THROWS_AS(co_await eddy::sleep(1h, stop.get_token()), eddy::OperationCancelled);
             co_await std::move(canceller);
         }
     }());

@@ -45,7 +45,7 @@ std::unique_ptr<TimerEntry> entry(std::int64_t deadline) {
     return e;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("an empty wheel needs no wake and pops nothing") {
     TimerWheel wheel(5 * kMs);
@@ -56,8 +56,8 @@ TEST_CASE("an empty wheel needs no wake and pops nothing") {
 
 TEST_CASE("a timer pops at its deadline, not a nanosecond before") {
     const std::int64_t start = 1000 * kMs;
-    for (std::int64_t delay : {std::int64_t{1}, std::int64_t{65'535}, std::int64_t{65'536}, 3 * kMs,
-                               5 * kMs, 300 * kMs, 20'000 * kMs, 3'600'000 * kMs}) {
+    for (std::int64_t delay : {std::int64_t{1}, std::int64_t{65'535}, std::int64_t{65'536}, 3 * kMs, 5 * kMs, 300 * kMs,
+                               20'000 * kMs, 3'600'000 * kMs}) {
         CAPTURE(delay);
         TimerWheel wheel(start);
         auto e = entry(start + delay);
@@ -78,7 +78,7 @@ TEST_CASE("a timer pops at its deadline, not a nanosecond before") {
         }
         REQUIRE(popped.size() == 1);
         CHECK(popped[0] == e->deadline_ns);
-        CHECK(now == e->deadline_ns);  // woken exactly at the deadline, never before
+        CHECK(now == e->deadline_ns);             // woken exactly at the deadline, never before
         CHECK(wakes <= TimerWheel::kLevels + 1);  // a cascade per level at most
         CHECK(wheel.empty());
     }
@@ -129,7 +129,8 @@ TEST_CASE("equal deadlines all pop, once each") {
 
 TEST_CASE("a deadline beyond the wheel's reach waits in its last level and still fires exactly") {
     TimerWheel wheel(0);
-    const std::int64_t span = std::int64_t{1} << (TimerWheel::kTickShift + TimerWheel::kLevelBits * TimerWheel::kLevels);
+    const std::int64_t span = std::int64_t{1}
+                              << (TimerWheel::kTickShift + TimerWheel::kLevelBits * TimerWheel::kLevels);
     auto far = entry(3 * span + 12345);
     auto never = entry(kMax);
     CHECK(wheel.insert(far.get()) <= far->deadline_ns);
@@ -161,7 +162,7 @@ TEST_CASE("removal from the heap's root, from below it and from a wheel slot") {
     auto d = entry(40 * kMs);
     auto wheeled = entry(500 * kMs);
     for (TimerEntry* e : {a.get(), b.get(), c.get(), d.get(), wheeled.get()}) wheel.insert(e);
-    wheel.remove(a.get());        // the root
+    wheel.remove(a.get());  // the root
     CHECK(wheel.next_wake() == 20 * kMs);
     wheel.remove(c.get());        // below the root
     wheel.remove(wheeled.get());  // a slot
@@ -197,13 +198,20 @@ TEST_CASE("model: random inserts, removals and pops against a multimap") {
 
         auto random_deadline = [&]() -> std::int64_t {
             switch (rng() % 8) {
-            case 0: return now - static_cast<std::int64_t>(rng() % (5 * kMs));  // past
-            case 1: return now + static_cast<std::int64_t>(rng() % 70'000);     // this tick or next
-            case 2: return now + static_cast<std::int64_t>(rng() % (5 * kMs));
-            case 3: return now + static_cast<std::int64_t>(rng() % (300 * kMs));
-            case 4: return now + static_cast<std::int64_t>(rng() % (20'000 * kMs));
-            case 5: return now + static_cast<std::int64_t>(rng() % (10'000'000 * kMs));
-            case 6: return kMax - static_cast<std::int64_t>(rng() % 3);
+            case 0:
+                return now - static_cast<std::int64_t>(rng() % (5 * kMs));  // past
+            case 1:
+                return now + static_cast<std::int64_t>(rng() % 70'000);  // this tick or next
+            case 2:
+                return now + static_cast<std::int64_t>(rng() % (5 * kMs));
+            case 3:
+                return now + static_cast<std::int64_t>(rng() % (300 * kMs));
+            case 4:
+                return now + static_cast<std::int64_t>(rng() % (20'000 * kMs));
+            case 5:
+                return now + static_cast<std::int64_t>(rng() % (10'000'000 * kMs));
+            case 6:
+                return kMax - static_cast<std::int64_t>(rng() % 3);
             default: {  // equal to one already queued
                 if (live.empty()) return now + kMs;
                 return live[rng() % live.size()]->deadline_ns;
@@ -238,12 +246,12 @@ TEST_CASE("model: random inserts, removals and pops against a multimap") {
                 std::int64_t last = std::numeric_limits<std::int64_t>::min();
                 std::size_t popped_count = 0;
                 wheel.pop_expired(now, 1'000'000, [&](TimerEntry& e) {
-                    REQUIRE(e.deadline_ns <= now);    // never early
-                    REQUIRE(e.deadline_ns >= last);   // earliest first
+                    REQUIRE(e.deadline_ns <= now);   // never early
+                    REQUIRE(e.deadline_ns >= last);  // earliest first
                     last = e.deadline_ns;
                     auto [lo, hi] = model.equal_range(e.deadline_ns);
                     auto it = std::find_if(lo, hi, [&](const auto& kv) { return kv.second == &e; });
-                    REQUIRE(it != hi);                // popped once, and only what was queued
+                    REQUIRE(it != hi);  // popped once, and only what was queued
                     model.erase(it);
                     live.erase(std::find(live.begin(), live.end(), &e));
                     ++popped_count;

@@ -55,7 +55,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-RuntimeConfig config(ClockMode mode, std::size_t workers = 2) { return RuntimeConfig{.workers = workers, .clock = mode}; }
+RuntimeConfig config(ClockMode mode, std::size_t workers = 2) {
+    return RuntimeConfig{.workers = workers, .clock = mode};
+}
 
 /// Sleeps for `d`, then records how far the runtime's clock is from `t0`.
 Task<Clock::duration> sleep_and_read(Clock::duration d, Clock::time_point t0) {
@@ -74,14 +76,15 @@ Task<void> sleep_in_order(Clock::duration d, Clock::time_point t0, std::atomic<i
 /// Awaits `h` from the test thread (through a task, as JoinHandle::wait is block_on's).
 template <class T>
 T join(Runtime& rt, eddy::JoinHandle<T> h) {
-    return rt.block_on([](eddy::JoinHandle<T> handle) -> Task<T> { co_return co_await std::move(handle); }(std::move(h)));
+    return rt.block_on(
+        [](eddy::JoinHandle<T> handle) -> Task<T> { co_return co_await std::move(handle); }(std::move(h)));
 }
 
 Task<void> sleep_task(Clock::duration d) { co_await eddy::sleep(d); }
 
 constexpr auto kGenerous = 5s;  // a real-time upper bound no virtual test comes near
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a manual clock stands still until advance(); then the sleep fires and sees the new time") {
     Runtime rt(config(ClockMode::manual));
@@ -230,8 +233,9 @@ TEST_CASE("virtual sleeps and real pipe I/O: data written after a sleep beats a 
             }(wfd));
             std::byte buf[8];
             const std::size_t n = co_await eddy::with_timeout(
-                [](int fd, std::span<std::byte> buffer) -> Task<std::size_t> { co_return co_await eddy::io::read(fd, buffer); }(
-                    rfd, buf),
+                [](int fd, std::span<std::byte> buffer) -> Task<std::size_t> {
+                    co_return co_await eddy::io::read(fd, buffer);
+                }(rfd, buf),
                 30s);
             co_await writer;
             co_return std::pair{n, eddy::time::now() - t0};
@@ -244,13 +248,13 @@ TEST_CASE("virtual sleeps and real pipe I/O: data written after a sleep beats a 
         const auto real0 = Clock::now();
         const auto t0 = rt.now();
         CHECK_THROWS_AS(rt.block_on([](int rfd) -> Task<std::size_t> {
-                            std::byte buf[8];
-                            co_return co_await eddy::with_timeout(
-                                [](int fd, std::span<std::byte> buffer) -> Task<std::size_t> {
-                                    co_return co_await eddy::io::read(fd, buffer);
-                                }(rfd, buf),
-                                30s);
-                        }(rd.get())),
+            std::byte buf[8];
+            co_return co_await eddy::with_timeout(
+                [](int fd, std::span<std::byte> buffer) -> Task<std::size_t> {
+                    co_return co_await eddy::io::read(fd, buffer);
+                }(rfd, buf),
+                30s);
+        }(rd.get())),
                         eddy::TimedOut);
         CHECK(rt.now() - t0 == 30s);
         CHECK(Clock::now() - real0 < kGenerous);
@@ -311,7 +315,7 @@ TEST_CASE("an Interval under a manual clock ticks exactly once per period") {
         while (!halt) {
             const auto at = co_await every.tick();
             CHECK(at - t0 == count.load() * 100ms);  // the tick's time point
-            CHECK(eddy::time::now() == at);           // taken exactly then
+            CHECK(eddy::time::now() == at);          // taken exactly then
             ++count;
         }
     }(ticks, stop));
@@ -338,7 +342,8 @@ TEST_CASE("misuse: advance on a real clock, a negative duration, from the runtim
         Runtime rt(config(ClockMode::manual));
         const auto t0 = rt.now();
         CHECK_THROWS_AS(rt.advance(-1ns), std::invalid_argument);
-        CHECK_THROWS_AS(rt.block_on([]() -> Task<void> { co_await eddy::time::advance(-1s); }()), std::invalid_argument);
+        CHECK_THROWS_AS(rt.block_on([]() -> Task<void> { co_await eddy::time::advance(-1s); }()),
+                        std::invalid_argument);
         CHECK(rt.now() == t0);
         rt.advance(0s);  // zero is fine
         CHECK(rt.now() == t0);
@@ -346,9 +351,9 @@ TEST_CASE("misuse: advance on a real clock, a negative duration, from the runtim
     SUBCASE("Runtime::advance from one of its workers: WrongThread") {
         Runtime rt(config(ClockMode::manual));
         CHECK_THROWS_AS(rt.block_on([](Runtime& runtime) -> Task<void> {
-                            runtime.advance(1s);
-                            co_return;
-                        }(rt)),
+            runtime.advance(1s);
+            co_return;
+        }(rt)),
                         eddy::WrongThread);
     }
     SUBCASE("after shutdown: RuntimeStopped") {

@@ -41,12 +41,12 @@ Task<int> after(std::chrono::milliseconds d, int v) {
     co_return v;
 }
 
-} // namespace
+}  // namespace
 
 // Declares `mode`: the real clock on the test case's first pass, the paused one on its second.
-#define EACH_CLOCK(mode)                                  \
-    eddy::ClockMode mode = eddy::ClockMode::real;         \
-    SUBCASE("real clock") {}                              \
+#define EACH_CLOCK(mode)                          \
+    eddy::ClockMode mode = eddy::ClockMode::real; \
+    SUBCASE("real clock") {}                      \
     SUBCASE("paused clock") { mode = eddy::ClockMode::paused; }
 
 TEST_CASE("a sleep that ends in time gives its value") {
@@ -82,9 +82,9 @@ TEST_CASE("three 100 ms sleeps each under a 1 s timeout finish together in under
     EACH_CLOCK(mode);
     Runtime rt(RuntimeConfig{.workers = 2, .clock = mode});
     const auto start = rt.now();
-    auto [a, b, c] = run(rt, eddy::when_all(eddy::with_timeout(after(100ms, 1), 1s),
-                                           eddy::with_timeout(after(100ms, 2), 1s),
-                                           eddy::with_timeout(after(100ms, 3), 1s)));
+    auto [a, b, c] =
+        run(rt, eddy::when_all(eddy::with_timeout(after(100ms, 1), 1s), eddy::with_timeout(after(100ms, 2), 1s),
+                               eddy::with_timeout(after(100ms, 3), 1s)));
     CHECK(a + b + c == 6);
     CHECK(rt.now() - start < 1s);
     if (mode == eddy::ClockMode::paused) CHECK(rt.now() - start == 100ms);

@@ -43,12 +43,14 @@ std::uint16_t free_port() { return TcpListener::bind(SocketAddr::loopback_v4(0))
 // `openssl s_server` on 127.0.0.1 with the server certificate and `mode` ("-rev", "-www",
 // ...), once it says it accepts.
 struct SServer {
-    explicit SServer(std::vector<std::string> mode) : port(free_port()), process(openssl_program(), args(port, std::move(mode)), {}) {
+    explicit SServer(std::vector<std::string> mode)
+        : port(free_port()), process(openssl_program(), args(port, std::move(mode)), {}) {
         REQUIRE_MESSAGE(process.read_through_line("ACCEPT"), "s_server did not start: " << process.stop().err);
     }
     static std::vector<std::string> args(std::uint16_t port, std::vector<std::string> mode) {
-        std::vector<std::string> a = {"s_server", "-accept", "127.0.0.1:" + std::to_string(port),
-                                      "-cert", certs().server_cert(), "-key", certs().server_key()};
+        std::vector<std::string> a = {
+            "s_server", "-accept",           "127.0.0.1:" + std::to_string(port), "-cert", certs().server_cert(),
+            "-key",     certs().server_key()};
         a.insert(a.end(), mode.begin(), mode.end());
         return a;
     }
@@ -71,8 +73,9 @@ struct SClient {
                                             const std::string& input) {
         const std::string in = certs().file(("s_client-input-" + std::to_string(port)).c_str());
         { std::ofstream(in) << input; }
-        std::vector<std::string> a = {"-c", "exec \"$0\" \"$@\" < '" + in + "'", ::getenv(kOpensslEnv), "s_client",
-                                      "-connect", "127.0.0.1:" + std::to_string(port)};
+        std::vector<std::string> a = {
+            "-c",       "exec \"$0\" \"$@\" < '" + in + "'", ::getenv(kOpensslEnv), "s_client",
+            "-connect", "127.0.0.1:" + std::to_string(port)};
         a.insert(a.end(), options.begin(), options.end());
         return a;
     }
@@ -95,7 +98,7 @@ Task<std::string> read_to_end(TlsStream& s) {
     co_return all;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("eddy client, s_server -rev: lines go out and come back reversed; killing the server is a truncation") {
     openssl_program();

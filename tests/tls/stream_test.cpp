@@ -58,7 +58,7 @@ Task<Refusal> refused(tls::Context client_ctx, tls::Context server_ctx, std::str
     co_return Refusal{c, s};
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("a round trip with ALPN, then close_notify both ways: read() gives 0") {
     Runtime rt(RuntimeConfig{.workers = 2});
@@ -93,7 +93,9 @@ TEST_CASE("a megabyte each way, a reader and a writer running at once on both en
         auto send = [](TlsStream& s, std::span<const std::byte> data) -> Task<std::size_t> {
             co_return co_await s.write_all(data);
         };
-        auto receive = [](TlsStream& s, std::size_t n) -> Task<std::string> { co_return co_await read_text_exact(s, n); };
+        auto receive = [](TlsStream& s, std::size_t n) -> Task<std::string> {
+            co_return co_await read_text_exact(s, n);
+        };
         auto [sent_up, sent_down, got_up, got_down] = co_await eddy::when_all(
             send(p.client, up), send(p.server, down), receive(p.server, up.size()), receive(p.client, down.size()));
         CHECK(sent_up == up.size());
@@ -108,15 +110,16 @@ TEST_CASE("a certificate from an untrusted CA is refused; the server sees the cl
     // Context::client() trusts the system's CAs only, not the throwaway one.
     const Refusal r = run(rt, refused(tls::Context::client(), certs().server(), "localhost"));
     CHECK(r.client.code == tls::errc::certificate);
-    CHECK(contains(r.client.what, "eddy::tls::Stream::connect: certificate verify failed: unable to get local issuer certificate"));
+    CHECK(contains(r.client.what,
+                   "eddy::tls::Stream::connect: certificate verify failed: unable to get local issuer certificate"));
     CHECK(r.server.code == tls::errc::protocol);
     CHECK(contains(r.server.what, "eddy::tls::Stream::accept: tlsv1 alert unknown ca"));
 }
 
 TEST_CASE("a self-signed certificate is refused") {
     Runtime rt(RuntimeConfig{.workers = 2});
-    const Refusal r = run(rt, refused(tls::Context::client(), tls::Context::server(certs().ca(), certs().ca_key()),
-                                      "localhost"));
+    const Refusal r =
+        run(rt, refused(tls::Context::client(), tls::Context::server(certs().ca(), certs().ca_key()), "localhost"));
     CHECK(r.client.code == tls::errc::certificate);
     CHECK(contains(r.client.what, "certificate verify failed: self-signed certificate"));
     CHECK(r.server.code == tls::errc::protocol);

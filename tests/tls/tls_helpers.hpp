@@ -192,4 +192,4 @@ Task<TlsFailure> tls_error_of(Task<T> task) {
     co_return TlsFailure{};
 }
 
-} // namespace eddy::test::tls
+}  // namespace eddy::test::tls

@@ -114,7 +114,9 @@ struct Rng {
     bool one_in(std::size_t n) noexcept { return below(n) == 0; }
 };
 
-inline std::uint64_t mix(std::uint64_t a, std::uint64_t b) noexcept { return Rng{a * 0x2545F4914F6CDD1Dull ^ b}.next(); }
+inline std::uint64_t mix(std::uint64_t a, std::uint64_t b) noexcept {
+    return Rng{a * 0x2545F4914F6CDD1Dull ^ b}.next();
+}
 
 /// Byte `pos` of stream `stream`: not periodic at any small period, different per stream.
 inline std::byte stream_byte(std::uint64_t stream, std::uint64_t pos) noexcept {
@@ -193,12 +195,12 @@ struct Ctx {
     std::atomic<long> reads_canceled{0};
     std::atomic<long> writes_canceled{0};
     std::atomic<long> accepts_canceled{0};
-    std::atomic<long> connections{0};  // accepted and their id read
+    std::atomic<long> connections{0};      // accepted and their id read
     std::atomic<long> cancel_requests{0};  // request_stop() calls that were the first on their source
     std::atomic<long> sleeps_done{0};
     std::atomic<long> sleeps_canceled{0};
     std::atomic<long> sleeps_early{0};
-    std::atomic<long> progress{0};       // anything finished (case 4 waits on it)
+    std::atomic<long> progress{0};  // anything finished (case 4 waits on it)
     std::atomic<long> unhandled_stopped{0};
     std::atomic<long> unhandled_other{0};
     std::atomic<bool> stop_cancellers{false};
@@ -300,12 +302,11 @@ void for_each_round(const char* name, int case_id, int default_rounds, Body body
         const auto fds_before = open_fds();
         Ctx ctx(seed);
         {
-            eddy::test::Watchdog watchdog(
-                "io_stress",
-                std::string(name) + ", EDDY_STRESS_SEED=" + std::to_string(base) + " round " + std::to_string(round) +
-                    " (" + std::to_string(config.workers) + " workers, " + std::to_string(config.ring_entries) +
-                    " ring entries)",
-                kWatchdogLimit, [&ctx] { return ctx.status(); });
+            eddy::test::Watchdog watchdog("io_stress",
+                                          std::string(name) + ", EDDY_STRESS_SEED=" + std::to_string(base) + " round " +
+                                              std::to_string(round) + " (" + std::to_string(config.workers) +
+                                              " workers, " + std::to_string(config.ring_entries) + " ring entries)",
+                                          kWatchdogLimit, [&ctx] { return ctx.status(); });
             body(ctx, config, round);
         }
         INFO("problems:" << ctx.problems.describe());
@@ -320,4 +321,4 @@ void for_each_round(const char* name, int case_id, int default_rounds, Body body
     }
 }
 
-} // namespace eddy::test::io_stress
+}  // namespace eddy::test::io_stress

@@ -110,7 +110,7 @@ inline Task<void> stop_after(Ctx& ctx, Counted, std::shared_ptr<std::stop_source
 /// and, one time in `one_in`, also stopped by a task of its own after a random delay of up
 /// to `max_delay` (about the operation's own duration, so the stop races its completion).
 inline std::stop_token cancellable(Ctx& ctx, CancelBoard& board, std::size_t slot, Rng& r, std::size_t one_in,
-                            std::chrono::microseconds max_delay) {
+                                   std::chrono::microseconds max_delay) {
     std::shared_ptr<std::stop_source> src = board.arm(slot);
     std::stop_token token = src->get_token();
     if (r.one_in(one_in)) {
@@ -126,7 +126,7 @@ inline bool is_canceled(const std::system_error& e) { return e.code() == std::er
 /// cancellable through `slot` (a cancelled write is retried: it must have written nothing),
 /// then closes the writing side. Leaves the count in `written`.
 inline Task<void> cancellable_writer(Ctx& ctx, Counted, Duplex d, CancelBoard& board, std::size_t slot,
-                              std::uint64_t stream, std::uint64_t limit, std::uint64_t& written, Rng r) {
+                                     std::uint64_t stream, std::uint64_t limit, std::uint64_t& written, Rng r) {
     try {
         std::vector<std::byte> chunk;
         std::uint64_t pos = 0;
@@ -166,7 +166,7 @@ inline Task<void> cancellable_writer(Ctx& ctx, Counted, Duplex d, CancelBoard& b
 /// Reads `stream` to its end with every read cancellable through `slot`; checks each byte,
 /// and that a cancelled read left its buffer alone. Leaves the count in `read_total`.
 inline Task<void> cancellable_reader(Ctx& ctx, Counted, Duplex d, CancelBoard& board, std::size_t slot,
-                              std::uint64_t stream, std::uint64_t& read_total, Rng r) {
+                                     std::uint64_t stream, std::uint64_t& read_total, Rng r) {
     try {
         constexpr std::byte kUntouched{0xA5};
         std::vector<std::byte> buf;
@@ -206,10 +206,8 @@ inline Task<void> id_reader(Ctx& ctx, Counted, eddy::net::TcpStream s, std::vect
     try {
         std::uint64_t id = 0;
         co_await s.read_exact(std::as_writable_bytes(std::span(&id, 1)));
-        if (id < seen.size())
-            seen[id].fetch_add(1);
-        else
-            ctx.problems.add("a connection sent id " + std::to_string(id));
+        if (id < seen.size()) seen[id].fetch_add(1);
+        else ctx.problems.add("a connection sent id " + std::to_string(id));
         ctx.connections.fetch_add(1);
     } catch (const std::exception& e) {
         ctx.failed("id_reader", e);
@@ -220,7 +218,7 @@ inline Task<void> id_reader(Ctx& ctx, Counted, eddy::net::TcpStream s, std::vect
 /// accept must not have taken a connection: it would be lost, and its descriptor leaked),
 /// and reads each connection's id.
 inline Task<void> cancellable_acceptor(Ctx& ctx, Counted, eddy::net::TcpListener& listener, CancelBoard& board,
-                                std::size_t slot, int n, std::vector<std::atomic<int>>& seen, Rng r) {
+                                       std::size_t slot, int n, std::vector<std::atomic<int>>& seen, Rng r) {
     try {
         std::vector<JoinHandle<void>> readers;
         while (static_cast<int>(readers.size()) < n) {
@@ -265,7 +263,7 @@ struct CancelStream {
 };
 
 inline std::vector<CancelStream> make_cancel_streams(Ctx& ctx, eddy::net::TcpListener& listener, int per_kind,
-                                              std::uint64_t bytes, Rng& r) {
+                                                     std::uint64_t bytes, Rng& r) {
     std::vector<CancelStream> v;
     for (int i = 0; i < 2 * per_kind; ++i) {
         auto [a, b] = i < per_kind ? pipe_duplex(r) : tcp_duplex(listener, r);
@@ -275,4 +273,4 @@ inline std::vector<CancelStream> make_cancel_streams(Ctx& ctx, eddy::net::TcpLis
     return v;
 }
 
-} // namespace eddy::test::io_stress
+}  // namespace eddy::test::io_stress

@@ -45,10 +45,8 @@ struct Duplex {
     }
     /// The peer reads end of stream once it has everything written before.
     void close_write() {
-        if (sock)
-            sock->shutdown(eddy::net::TcpStream::Shutdown::kWrite);
-        else
-            wr.close();
+        if (sock) sock->shutdown(eddy::net::TcpStream::Shutdown::kWrite);
+        else wr.close();
     }
 };
 
@@ -89,4 +87,4 @@ inline std::pair<Duplex, Duplex> tcp_duplex(eddy::net::TcpListener& listener, Rn
     return {std::move(a), std::move(b)};
 }
 
-} // namespace eddy::test::io_stress
+}  // namespace eddy::test::io_stress

@@ -154,7 +154,8 @@ inline Task<void> acceptor(Ctx& ctx, Counted, eddy::net::TcpListener& listener, 
 
 /// Connects through the reactor, sends the echoer's buffer size (one byte, 0: 32 KiB),
 /// then runs a pinger on the connection.
-inline Task<void> tcp_client(Ctx& ctx, Counted, eddy::net::SocketAddr addr, std::uint64_t stream, EchoPlan plan, Rng r) {
+inline Task<void> tcp_client(Ctx& ctx, Counted, eddy::net::SocketAddr addr, std::uint64_t stream, EchoPlan plan,
+                             Rng r) {
     try {
         eddy::net::TcpStream s = co_await eddy::net::TcpStream::connect(addr);
         s.set_nodelay(true);  // small echoes would wait for delayed ACKs (Nagle) otherwise
@@ -184,8 +185,8 @@ inline Task<long> echo_workload(Ctx& ctx, Counted, eddy::net::TcpListener& liste
         EchoPlan plan = plan_stream(r, messages);
         planned += static_cast<long>(total(plan.sizes));
         const std::uint64_t stream = mix(ctx.seed, 1000 + static_cast<std::uint64_t>(i));
-        handles.push_back(eddy::spawn(tcp_client(ctx, ctx.life(), listener.local_address(), stream,
-                                                 std::move(plan), Rng{r.next()})));
+        handles.push_back(
+            eddy::spawn(tcp_client(ctx, ctx.life(), listener.local_address(), stream, std::move(plan), Rng{r.next()})));
     }
     for (int i = 0; i < streams; ++i) {
         EchoPlan plan = plan_stream(r, messages);
@@ -200,4 +201,4 @@ inline Task<long> echo_workload(Ctx& ctx, Counted, eddy::net::TcpListener& liste
     co_return planned;
 }
 
-} // namespace eddy::test::io_stress
+}  // namespace eddy::test::io_stress

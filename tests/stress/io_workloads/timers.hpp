@@ -28,7 +28,8 @@ namespace eddy::test::io_stress {
 /// `sleeps` short sleeps (0-3 ms), a third of them cancellable through `slot`; between
 /// them, often a small round trip through the sleeper's own pipe. A sleep that completes
 /// must not be early; one that is cancelled may end either way.
-inline Task<void> sleeper(Ctx& ctx, Counted, CancelBoard& board, std::size_t slot, int sleeps, std::uint64_t stream, Rng r) {
+inline Task<void> sleeper(Ctx& ctx, Counted, CancelBoard& board, std::size_t slot, int sleeps, std::uint64_t stream,
+                          Rng r) {
     try {
         auto p = eddy::io::pipe();
         std::uint64_t pos = 0;
@@ -52,9 +53,9 @@ inline Task<void> sleeper(Ctx& ctx, Counted, CancelBoard& board, std::size_t slo
                     break;
                 default:
                     // On a 500 us grid: many sleepers share the very same deadline.
-                    due = Clock::time_point(
-                        (due.time_since_epoch() / 500us + 1) *
-                        std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(500)));
+                    due =
+                        Clock::time_point((due.time_since_epoch() / 500us + 1) *
+                                          std::chrono::duration_cast<Clock::duration>(std::chrono::microseconds(500)));
                     co_await eddy::sleep_until(due, token);
                     break;
                 }
@@ -85,4 +86,4 @@ inline Task<void> sleeper(Ctx& ctx, Counted, CancelBoard& board, std::size_t slo
     }
 }
 
-} // namespace eddy::test::io_stress
+}  // namespace eddy::test::io_stress

@@ -99,7 +99,7 @@ inline AbortState* abort_state_of(FrameHeader* h) noexcept {
     return h->extra != nullptr && h->extra->abortable ? static_cast<AbortState*>(h->extra) : nullptr;
 }
 
-} // namespace detail
+}  // namespace detail
 
 /// A copyable right to abort one task; see above. Default-constructed: aborts nothing.
 class AbortHandle {
@@ -140,4 +140,4 @@ private:
     detail::AbortState* state_ = nullptr;
 };
 
-} // namespace eddy
+}  // namespace eddy

@@ -167,4 +167,4 @@ struct RuntimeConfig {
     /// @}
 };
 
-} // namespace eddy
+}  // namespace eddy

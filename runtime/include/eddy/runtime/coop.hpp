@@ -65,7 +65,7 @@ private:
     std::optional<std::uint32_t> left_;
 };
 
-} // namespace detail
+}  // namespace detail
 
 /// `co_await eddy::coop::consume_budget()`: spends one unit of the calling task's budget, as
 /// an operation that completed at once does, and yields if that was the last. For loops that
@@ -96,4 +96,4 @@ auto unconstrained(A&& a) {
     return unconstrained(eddy::detail::in_place_task(std::forward<A>(a)));
 }
 
-} // namespace eddy::coop
+}  // namespace eddy::coop

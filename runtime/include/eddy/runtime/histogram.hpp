@@ -63,10 +63,14 @@ public:
     }
 
     std::uint64_t count() const noexcept { return count_; }  ///< durations recorded
-    std::uint64_t bucket(std::size_t i) const noexcept { return buckets_[i]; }  ///< durations recorded in bucket `i` (0..kBuckets-1; see bucket_lower)
+    std::uint64_t bucket(std::size_t i) const noexcept {
+        return buckets_[i];
+    }  ///< durations recorded in bucket `i` (0..kBuckets-1; see bucket_lower)
     std::chrono::nanoseconds sum() const noexcept { return ns(sum_ns_); }  ///< their total
     std::chrono::nanoseconds max() const noexcept { return ns(max_ns_); }  ///< the longest (0 when empty)
-    std::chrono::nanoseconds mean() const noexcept { return ns(count_ == 0 ? 0 : sum_ns_ / count_); }  ///< sum() / count(), 0 when empty
+    std::chrono::nanoseconds mean() const noexcept {
+        return ns(count_ == 0 ? 0 : sum_ns_ / count_);
+    }  ///< sum() / count(), 0 when empty
     /// The duration that a fraction `q` (0..1) of the recorded ones do not exceed, to the
     /// bucket's precision: percentile(0.5) is the median, percentile(0.99) the p99. 0 when
     /// empty.
@@ -108,4 +112,4 @@ private:
     std::uint64_t max_ns_ = 0;
 };
 
-} // namespace eddy
+}  // namespace eddy

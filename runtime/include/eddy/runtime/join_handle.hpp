@@ -92,8 +92,9 @@ public:
         /// Throws eddy::BrokenTask on an empty handle.
         explicit Awaiter(JoinHandle& h) : handle_(h) {
             if (handle_.header_ == nullptr)
-                throw BrokenTask("eddy: awaiting an empty JoinHandle (moved-from, "
-                                 "default-constructed or already awaited)");
+                throw BrokenTask(
+                    "eddy: awaiting an empty JoinHandle (moved-from, "
+                    "default-constructed or already awaited)");
         }
         /// Destroyed while it waits for a task of another runtime (this runtime's shutdown
         /// destroys the frame): see "Joins across runtimes" in frame_header.hpp.
@@ -128,7 +129,7 @@ public:
     /// @{
     Awaiter operator co_await() & { return Awaiter(*this); }
     Awaiter operator co_await() && { return Awaiter(*this); }
-/// @}
+    /// @}
 
 private:
     friend class Runtime;
@@ -152,8 +153,7 @@ private:
             JoinHandle& h;
             ~Consume() { h.release(true); }
         } consume{*this};
-        if (header_->state.load(std::memory_order_acquire) & detail::FrameHeader::kCancelled)
-            detail::throw_cancelled();
+        if (header_->state.load(std::memory_order_acquire) & detail::FrameHeader::kCancelled) detail::throw_cancelled();
         if (const detail::AbortState* a = detail::abort_state_of(header_);
             a != nullptr && a->aborted() && promise()->exception())
             throw TaskAborted("eddy: the task was aborted before it finished");
@@ -161,8 +161,7 @@ private:
     }
 
     detail::AbortState* abort_state(const char* what) const {
-        if (header_ == nullptr)
-            throw BrokenTask(std::string("eddy::JoinHandle::") + what + ": the handle is empty");
+        if (header_ == nullptr) throw BrokenTask(std::string("eddy::JoinHandle::") + what + ": the handle is empty");
         detail::AbortState* a = detail::abort_state_of(header_);
         if (a == nullptr)
             throw NotAbortable(std::string("eddy::JoinHandle::") + what +
@@ -179,12 +178,11 @@ private:
     void release(bool consumed) noexcept {
         if (header_ != nullptr) {
             detail::FrameHeader* h = std::exchange(header_, nullptr);
-            detail::join_release(h, &std::coroutine_handle<Promise>::from_address(h->frame()).promise(),
-                                 consumed);
+            detail::join_release(h, &std::coroutine_handle<Promise>::from_address(h->frame()).promise(), consumed);
         }
     }
 
     detail::FrameHeader* header_ = nullptr;
 };
 
-} // namespace eddy
+}  // namespace eddy

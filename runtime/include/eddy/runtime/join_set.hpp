@@ -317,4 +317,4 @@ private:
     std::shared_ptr<Shared> shared_;
 };
 
-} // namespace eddy
+}  // namespace eddy

@@ -29,20 +29,20 @@ namespace eddy {
 /// What one worker did, for RuntimeMetrics::workers. Counters count since the runtime
 /// started; a gauge is the value when Runtime::metrics() read it.
 struct WorkerMetrics {
-    std::uint64_t tasks_polled = 0;      ///< frames resumed by this worker
-    std::uint64_t tasks_spawned = 0;     ///< root tasks spawned from this worker
-    std::uint64_t tasks_completed = 0;   ///< root tasks that finished on this worker
-    std::uint64_t steal_attempts = 0;    ///< looks into another worker's deque
-    std::uint64_t steals = 0;            ///< looks that took something
-    std::uint64_t tasks_stolen = 0;      ///< tasks those steals took (half a deque at a time)
+    std::uint64_t tasks_polled = 0;        ///< frames resumed by this worker
+    std::uint64_t tasks_spawned = 0;       ///< root tasks spawned from this worker
+    std::uint64_t tasks_completed = 0;     ///< root tasks that finished on this worker
+    std::uint64_t steal_attempts = 0;      ///< looks into another worker's deque
+    std::uint64_t steals = 0;              ///< looks that took something
+    std::uint64_t tasks_stolen = 0;        ///< tasks those steals took (half a deque at a time)
     std::uint64_t global_queue_takes = 0;  ///< tasks taken from the global queue
-    std::uint64_t parks = 0;             ///< times the worker went to sleep
-    std::uint64_t unparks = 0;           ///< times it was woken to look for work
-    std::uint64_t overflows = 0;         ///< times its full deque moved half to the global queue
-    std::uint64_t tasks_overflowed = 0;  ///< tasks moved that way
-    std::uint64_t budget_yields = 0;     ///< tasks made to yield by the cooperative budget (coop.hpp)
-    std::uint64_t slow_polls = 0;        ///< polls that ran past RuntimeConfig::slow_poll_threshold
-    std::size_t local_queue_depth = 0;   ///< gauge: tasks in its queues now (wake queue and spawn deque)
+    std::uint64_t parks = 0;               ///< times the worker went to sleep
+    std::uint64_t unparks = 0;             ///< times it was woken to look for work
+    std::uint64_t overflows = 0;           ///< times its full deque moved half to the global queue
+    std::uint64_t tasks_overflowed = 0;    ///< tasks moved that way
+    std::uint64_t budget_yields = 0;       ///< tasks made to yield by the cooperative budget (coop.hpp)
+    std::uint64_t slow_polls = 0;          ///< polls that ran past RuntimeConfig::slow_poll_threshold
+    std::size_t local_queue_depth = 0;     ///< gauge: tasks in its queues now (wake queue and spawn deque)
     /// How long the tasks woken onto this worker's queues waited before it polled them (from
     /// the wake-up, or from the moment a task left the LIFO slot, to the poll; tasks that ran
     /// straight from the slot are not counted). Always on: one clock read per timed task.
@@ -52,31 +52,31 @@ struct WorkerMetrics {
 /// What the reactor thread did (the io_uring ring). Counters since the runtime started;
 /// gauges as read.
 struct ReactorMetrics {
-    std::uint64_t operations = 0;   ///< I/O operations handed to the reactor (not sockets' reads and writes)
-    std::uint64_t submissions = 0;  ///< SQEs submitted to the kernel (operations, polls, cancels, wake-up reads)
-    std::uint64_t completions = 0;  ///< CQEs reaped
-    std::uint64_t timers_fired = 0; ///< sleeps that reached their deadline
-    std::uint64_t wakeups = 0;      ///< times a worker woke the sleeping reactor (eventfd writes)
-    std::size_t in_flight = 0;      ///< gauge: completions the kernel still owes (operations, socket polls)
-    std::size_t timers_armed = 0;   ///< gauge: sleeps and with_timeouts waiting for their deadline
-    std::size_t sockets_polled = 0; ///< gauge: sockets with a multishot poll in the ring (one each)
+    std::uint64_t operations = 0;    ///< I/O operations handed to the reactor (not sockets' reads and writes)
+    std::uint64_t submissions = 0;   ///< SQEs submitted to the kernel (operations, polls, cancels, wake-up reads)
+    std::uint64_t completions = 0;   ///< CQEs reaped
+    std::uint64_t timers_fired = 0;  ///< sleeps that reached their deadline
+    std::uint64_t wakeups = 0;       ///< times a worker woke the sleeping reactor (eventfd writes)
+    std::size_t in_flight = 0;       ///< gauge: completions the kernel still owes (operations, socket polls)
+    std::size_t timers_armed = 0;    ///< gauge: sleeps and with_timeouts waiting for their deadline
+    std::size_t sockets_polled = 0;  ///< gauge: sockets with a multishot poll in the ring (one each)
 };
 
 /// A snapshot of a runtime's counters and gauges: Runtime::metrics(). Each figure is read
 /// on its own, without stopping the runtime: they add up exactly only once it is quiescent.
 struct RuntimeMetrics {
     std::vector<WorkerMetrics> workers;  ///< One per worker, in worker index order.
-    ReactorMetrics reactor;  ///< The reactor thread's figures.
+    ReactorMetrics reactor;              ///< The reactor thread's figures.
     std::size_t global_queue_depth = 0;  ///< gauge (approximate: the queue is lock-free)
     std::uint64_t tasks_spawned = 0;     ///< root tasks, from workers and from other threads
     std::uint64_t tasks_completed = 0;   ///< root tasks that finished
     std::uint64_t tasks_alive = 0;       ///< spawned, not finished, not destroyed by shutdown
     // The blocking pool (eddy::spawn_blocking).
-    std::size_t blocking_threads = 0;        ///< gauge: threads alive
-    std::size_t blocking_idle = 0;           ///< gauge: of those, waiting for a call
-    std::size_t blocking_queued = 0;         ///< gauge: calls waiting for a thread
-    std::uint64_t blocking_calls = 0;        ///< calls that have run
-    std::uint64_t blocking_left_running = 0; ///< calls still running when shutdown stopped waiting
+    std::size_t blocking_threads = 0;         ///< gauge: threads alive
+    std::size_t blocking_idle = 0;            ///< gauge: of those, waiting for a call
+    std::size_t blocking_queued = 0;          ///< gauge: calls waiting for a thread
+    std::uint64_t blocking_calls = 0;         ///< calls that have run
+    std::uint64_t blocking_left_running = 0;  ///< calls still running when shutdown stopped waiting
 
     /// The whole runtime's scheduling delay: the sum of the workers' histograms.
     DurationHistogram scheduling_delay() const noexcept {
@@ -95,4 +95,4 @@ struct RuntimeMetrics {
     std::string to_string() const;
 };
 
-} // namespace eddy
+}  // namespace eddy

@@ -145,4 +145,4 @@ private:
     std::unique_ptr<detail::Scheduler> scheduler_;
 };
 
-} // namespace eddy
+}  // namespace eddy

@@ -69,4 +69,4 @@ auto spawn(A&& a) {
     return spawn(detail::detached_task(std::forward<A>(a)));
 }
 
-} // namespace eddy
+}  // namespace eddy

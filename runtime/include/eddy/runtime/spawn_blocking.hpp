@@ -90,7 +90,7 @@ auto spawn_blocking_on(Scheduler* sched, F&& f, const char* what) {
     return task;
 }
 
-} // namespace detail
+}  // namespace detail
 
 /// Runs `f()` (a callable taking no arguments; its result may be void or move-only) on a
 /// blocking thread of the calling worker's runtime and returns its handle (see above).
@@ -99,4 +99,4 @@ auto spawn_blocking(F&& f) {
     return spawn(detail::spawn_blocking_on(detail::current_scheduler(), std::forward<F>(f), "eddy::spawn_blocking"));
 }
 
-} // namespace eddy
+}  // namespace eddy

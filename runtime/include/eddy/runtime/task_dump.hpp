@@ -57,16 +57,17 @@ struct TaskDump {
         /// has not collected yet), "unknown" (a partial dump); the dumping task is "suspended"
         /// in "dumping tasks".
         std::string state;
-        std::string waits_on;  ///< what a suspended task waits on
-        std::string site;      ///< "file:line" of the co_await it is suspended at
+        std::string waits_on;                             ///< what a suspended task waits on
+        std::string site;                                 ///< "file:line" of the co_await it is suspended at
         std::optional<std::chrono::milliseconds> waited;  ///< since it suspended
         std::optional<std::size_t> worker;                ///< runnable: whose queue holds it
         bool cancelled = false;  ///< it was cancelled (its stop was requested) and has not finished
-        std::vector<Task> children;  ///< the tasks it runs and waits for (awaited tasks, combinators' children, group members)
+        std::vector<Task>
+            children;  ///< the tasks it runs and waits for (awaited tasks, combinators' children, group members)
     };
 
     std::size_t workers = 0;  ///< the runtime's worker count
-    std::size_t tasks = 0;  ///< every node of the tree
+    std::size_t tasks = 0;    ///< every node of the tree
     std::vector<Task> roots;  ///< the spawned tasks and block_on's, each the top of a tree
     /// False when some workers did not stop within the patience (they are in busy_workers):
     /// then `roots` holds the root tasks' names and kinds only.
@@ -85,7 +86,7 @@ inline constexpr std::chrono::milliseconds kDumpPatience{1000};
 namespace detail {
 /// Pauses `sched`'s workers (all but the calling one when `from_worker`) and walks its tasks.
 TaskDump dump_scheduler(Scheduler& sched, bool from_worker, std::chrono::nanoseconds patience);
-} // namespace detail
+}  // namespace detail
 
 /// `co_await eddy::dump_tasks()`: the dump of the runtime whose worker runs the calling task
 /// (which appears in it as "dumping tasks"). WrongThread off a worker.
@@ -114,4 +115,4 @@ private:
 /// worker to stop between two polls, then gives a partial dump. WrongThread off a worker.
 inline DumpTasks dump_tasks(std::chrono::nanoseconds patience = kDumpPatience) noexcept { return DumpTasks(patience); }
 
-} // namespace eddy
+}  // namespace eddy

@@ -187,4 +187,4 @@ Task<void> task_group(F body, ChildErrorHandler on_child_error) {
     co_await TaskGroup::Awaiter(group, first);
 }
 
-} // namespace eddy
+}  // namespace eddy

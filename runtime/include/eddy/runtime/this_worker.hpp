@@ -11,4 +11,4 @@ namespace eddy::this_worker {
 /// any other thread. A task may move between workers at every co_await.
 std::optional<std::size_t> index() noexcept;
 
-} // namespace eddy::this_worker
+}  // namespace eddy::this_worker

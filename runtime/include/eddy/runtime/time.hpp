@@ -95,4 +95,4 @@ private:
 /// std::logic_error when the runtime's clock is real.
 AdvanceAwaiter advance(std::chrono::nanoseconds d);
 
-} // namespace eddy::time
+}  // namespace eddy::time

@@ -93,8 +93,9 @@ private:
         std::pair<detail::PromiseBase*, std::coroutine_handle<>> operator()(std::size_t i) const {
             std::pair<detail::PromiseBase*, std::coroutine_handle<>> out{};
             std::size_t k = 0;
-            std::apply([&](Task<Ts>&... t) { ((k++ == i ? (out = detail::child_of(t, "eddy::when_all"), 0) : 0), ...); },
-                       *tasks);
+            std::apply(
+                [&](Task<Ts>&... t) { ((k++ == i ? (out = detail::child_of(t, "eddy::when_all"), 0) : 0), ...); },
+                *tasks);
             return out;
         }
     };
@@ -114,8 +115,8 @@ WhenAll<Ts...> when_all(Task<Ts>... tasks) {
 /// when_all of any awaitables (eddy/tasks/awaitable.hpp), Tasks among them: each that is not
 /// a Task runs as one of its own (a coroutine frame), so that it can run in parallel.
 template <class... As>
-    requires(sizeof...(As) > 0 && (Awaitable<As> && ...) && (detail::NonTaskAwaitable<As> || ...))
-auto when_all(As&&... as) {
+requires(sizeof...(As) > 0 && (Awaitable<As> && ...) &&
+         (detail::NonTaskAwaitable<As> || ...)) auto when_all(As&&... as) {
     return when_all(detail::in_place_task(std::forward<As>(as))...);
 }
 
@@ -149,4 +150,4 @@ auto when_all(R&& awaitables) {
     return when_all(detail::tasks_of(std::forward<R>(awaitables)));
 }
 
-} // namespace eddy
+}  // namespace eddy

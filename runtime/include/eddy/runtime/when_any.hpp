@@ -75,7 +75,7 @@ Variant take_winner_at(std::size_t winner, Tuple& tasks, std::index_sequence<Is.
     return table[winner](tasks);
 }
 
-} // namespace detail
+}  // namespace detail
 
 /// The winner of `when_any(std::vector<Task<T>>)`: its position in the vector and its value.
 template <class T>
@@ -105,8 +105,8 @@ Task<std::variant<detail::any_value_t<Ts>...>> when_any(Task<Ts>... tasks) {
 /// a Task runs as one of its own (a coroutine frame). (An operation raced against a sleep is
 /// cheaper: eddy/time/race_sleep.hpp.)
 template <class... As>
-    requires(sizeof...(As) > 0 && (Awaitable<As> && ...) && (detail::NonTaskAwaitable<As> || ...))
-auto when_any(As&&... as) {
+requires(sizeof...(As) > 0 && (Awaitable<As> && ...) &&
+         (detail::NonTaskAwaitable<As> || ...)) auto when_any(As&&... as) {
     return when_any(detail::in_place_task(std::forward<As>(as))...);
 }
 
@@ -137,4 +137,4 @@ auto when_any(R&& awaitables) {
     return when_any(detail::tasks_of(std::forward<R>(awaitables)));
 }
 
-} // namespace eddy
+}  // namespace eddy

@@ -79,7 +79,7 @@ std::optional<any_value_t<T>> returned_value(Task<T>& t) {
     }
 }
 
-} // namespace detail
+}  // namespace detail
 
 /// Races the tasks like when_any, and gives what every one of them returned (see above).
 template <class... Ts>
@@ -92,7 +92,8 @@ Task<WhenAnyAll<Ts...>> when_any_all_results(Task<Ts>... tasks) {
     Awaiter children_done("eddy::when_any_all_results", sizeof...(Ts), get);
     detail::WhenAnyState& state = co_await children_done;
     const std::size_t winner = state.winner();
-    std::array<const std::exception_ptr*, sizeof...(Ts)> failures{&detail::TaskAccess::get(tasks).promise().exception()...};
+    std::array<const std::exception_ptr*, sizeof...(Ts)> failures{
+        &detail::TaskAccess::get(tasks).promise().exception()...};
     if (*failures[winner]) std::rethrow_exception(*failures[winner]);
     co_return WhenAnyAll<Ts...>{winner, {detail::returned_value(tasks)...}};
 }
@@ -100,8 +101,8 @@ Task<WhenAnyAll<Ts...>> when_any_all_results(Task<Ts>... tasks) {
 /// when_any_all_results of any awaitables (eddy/tasks/awaitable.hpp), Tasks among them:
 /// each that is not a Task runs as one of its own (a coroutine frame).
 template <class... As>
-    requires(sizeof...(As) > 0 && (Awaitable<As> && ...) && (detail::NonTaskAwaitable<As> || ...))
-auto when_any_all_results(As&&... as) {
+requires(sizeof...(As) > 0 && (Awaitable<As> && ...) &&
+         (detail::NonTaskAwaitable<As> || ...)) auto when_any_all_results(As&&... as) {
     return when_any_all_results(detail::in_place_task(std::forward<As>(as))...);
 }
 
@@ -118,7 +119,8 @@ Task<WhenAnyAllVector<T>> when_any_all_results(std::vector<Task<T>> tasks) {
     Awaiter children_done("eddy::when_any_all_results", tasks.size(), get);
     detail::WhenAnyState& state = co_await children_done;
     const std::size_t winner = state.winner();
-    if (const std::exception_ptr& e = detail::TaskAccess::get(tasks[winner]).promise().exception()) std::rethrow_exception(e);
+    if (const std::exception_ptr& e = detail::TaskAccess::get(tasks[winner]).promise().exception())
+        std::rethrow_exception(e);
     WhenAnyAllVector<T> result{winner, {}};
     result.values.reserve(tasks.size());
     for (Task<T>& t : tasks) result.values.push_back(detail::returned_value(t));
@@ -131,4 +133,4 @@ auto when_any_all_results(R&& awaitables) {
     return when_any_all_results(detail::tasks_of(std::forward<R>(awaitables)));
 }
 
-} // namespace eddy
+}  // namespace eddy

@@ -22,4 +22,4 @@ public:
 /// The YieldNow to `co_await`.
 [[nodiscard]] inline YieldNow yield_now() noexcept { return {}; }
 
-} // namespace eddy
+}  // namespace eddy

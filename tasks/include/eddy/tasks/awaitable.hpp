@@ -52,7 +52,9 @@ namespace eddy {
 namespace detail {
 
 template <class A>
-concept MemberCoAwait = requires(A&& a) { static_cast<A&&>(a).operator co_await(); };
+concept MemberCoAwait = requires(A&& a) {
+    static_cast<A&&>(a).operator co_await();
+};
 
 template <class A>
 concept AwaiterMembers = requires(A& a) {
@@ -79,7 +81,7 @@ struct ResultOf<R&&> {
     using type = R;
 };
 
-} // namespace detail
+}  // namespace detail
 
 /// Anything a Task can co_await as an rvalue (see above).
 template <class A>
@@ -87,14 +89,16 @@ concept Awaitable = detail::AwaiterMembers<typename detail::AwaiterType<A>::type
 
 /// What `co_await` on an rvalue A gives (an rvalue reference result as a value).
 template <Awaitable A>
-using await_result_t = typename detail::ResultOf<decltype(std::declval<typename detail::AwaiterType<A>::type&>()
-                                                               .await_resume())>::type;
+using await_result_t =
+    typename detail::ResultOf<decltype(std::declval<typename detail::AwaiterType<A>::type&>().await_resume())>::type;
 
 /// True for an awaitable that points into what its caller owns (a buffer, a stream, a
 /// channel): it declares a nested type `borrows_operands`. Such an awaitable is awaited in
 /// place, never spawned.
 template <class A>
-inline constexpr bool borrows_operands_v = requires { typename std::remove_cvref_t<A>::borrows_operands; };
+inline constexpr bool borrows_operands_v = requires {
+    typename std::remove_cvref_t<A>::borrows_operands;
+};
 
 namespace detail {
 
@@ -234,11 +238,7 @@ struct AwaitRef {
         return w.await_suspend(h);
     }
     decltype(auto) await_resume() { return w.await_resume(); }
-    void dump_wait(DumpWait& d) const
-        requires DescribesWait<W>
-    {
-        w.dump_wait(d);
-    }
+    void dump_wait(DumpWait& d) const requires DescribesWait<W> { w.dump_wait(d); }
 };
 
 /// The frames as_task makes: the awaitable held as H (a value or a reference), awaited once.
@@ -326,7 +326,7 @@ inline constexpr bool is_task_vector_v<std::vector<Task<T>>> = true;
 /// or a std::list<Task<T>>.
 template <class R>
 concept AwaitableRange = std::ranges::input_range<R> && Awaitable<std::ranges::range_value_t<R>> &&
-                         !is_task_vector_v<std::remove_cvref_t<R>>;
+    !is_task_vector_v<std::remove_cvref_t<R>>;
 
 /// The range's elements as Tasks (moved out of it: pass the range as an rvalue).
 template <class R>
@@ -340,6 +340,6 @@ auto tasks_of(R&& r) {
     return tasks;
 }
 
-} // namespace detail
+}  // namespace detail
 
-} // namespace eddy
+}  // namespace eddy

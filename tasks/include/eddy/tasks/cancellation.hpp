@@ -96,7 +96,7 @@ private:
     bool cancelled_ = false;
 };
 
-} // namespace detail
+}  // namespace detail
 
 namespace this_task {
 
@@ -109,7 +109,7 @@ namespace this_task {
 /// throws eddy::OperationCancelled if the calling task's cancellation was requested.
 [[nodiscard]] inline detail::CheckCancelled check_cancelled() noexcept { return {}; }
 
-} // namespace this_task
+}  // namespace this_task
 
 /// Runs `task` shielded from cancellation: neither its awaiter's cancellation nor any
 /// combinator above reaches it, so cleanup (an async close, a final write) runs to the end.
@@ -147,4 +147,4 @@ auto with_stop_token(A&& a, std::stop_token token) {
     return with_stop_token(detail::in_place_task(std::forward<A>(a)), std::move(token));
 }
 
-} // namespace eddy
+}  // namespace eddy

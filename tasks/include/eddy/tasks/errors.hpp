@@ -85,4 +85,4 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-} // namespace eddy
+}  // namespace eddy

@@ -73,8 +73,10 @@ public:
     public:
         /// Throws eddy::BrokenTask for an empty task.
         explicit Awaiter(Task& task) : task_(task) {
-            if (!task_.handle_) throw BrokenTask("eddy: awaiting an empty Task (moved-from, "
-                                                 "default-constructed or already awaited)");
+            if (!task_.handle_)
+                throw BrokenTask(
+                    "eddy: awaiting an empty Task (moved-from, "
+                    "default-constructed or already awaited)");
         }
         /// Awaits under a given cancellation instead of the awaiter's (shield, with_stop_token).
         Awaiter(Task& task, const detail::TaskCancellation* cancellation) : Awaiter(task) {
@@ -146,6 +148,6 @@ Task<T&> Promise<T&>::get_return_object() noexcept {
 inline Task<void> Promise<void>::get_return_object() noexcept {
     return Task<void>(std::coroutine_handle<Promise<void>>::from_promise(*this));
 }
-} // namespace detail
+}  // namespace detail
 
-} // namespace eddy
+}  // namespace eddy

@@ -98,7 +98,7 @@ protected:
     const void* value_ = nullptr;
 };
 
-} // namespace detail
+}  // namespace detail
 
 /// A value bound for a task and everything it awaits (Tokio's task_local!): see the file's
 /// prologue.
@@ -152,4 +152,4 @@ private:
     std::uint32_t slot_;
 };
 
-} // namespace eddy
+}  // namespace eddy

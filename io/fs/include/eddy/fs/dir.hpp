@@ -41,4 +41,4 @@ Task<void> remove_dir_all(std::string path);
 /// The entries of a directory, without "." and "..", in the order the file system gives.
 Task<std::vector<DirEntry>> read_dir(std::string path);
 
-} // namespace eddy::fs
+}  // namespace eddy::fs

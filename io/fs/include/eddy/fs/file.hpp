@@ -62,8 +62,9 @@ public:
     }
     /// Reads up to buf.size() bytes at the file position, which advances; 0 at end of file.
     [[nodiscard]] detail::IoAwaiter read(std::span<std::byte> buf, std::stop_token token = {}) noexcept {
-        return detail::IoAwaiter({.kind = detail::IoKind::kRead, .fd = fd_.get(), .addr = buf.data(), .len = buf.size()},
-                                 "eddy::fs::File::read", std::move(token));
+        return detail::IoAwaiter(
+            {.kind = detail::IoKind::kRead, .fd = fd_.get(), .addr = buf.data(), .len = buf.size()},
+            "eddy::fs::File::read", std::move(token));
     }
     /// Writes at the file position (at the end for a file opened to append); may be short.
     [[nodiscard]] detail::IoAwaiter write(std::span<const std::byte> data, std::stop_token token = {}) noexcept {
@@ -91,4 +92,4 @@ private:
     io::FileDescriptor fd_;
 };
 
-} // namespace eddy::fs
+}  // namespace eddy::fs

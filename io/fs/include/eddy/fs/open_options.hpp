@@ -26,13 +26,34 @@ namespace eddy::fs {
 /// (see the file comment for what combines).
 class OpenOptions {
 public:
-    OpenOptions& read(bool on) noexcept { read_ = on; return *this; }  ///< O_RDONLY, or O_RDWR with write
-    OpenOptions& write(bool on) noexcept { write_ = on; return *this; }  ///< O_WRONLY, or O_RDWR with read
-    OpenOptions& append(bool on) noexcept { append_ = on; return *this; }  ///< O_APPEND (implies write): every write goes to the end
-    OpenOptions& create(bool on) noexcept { create_ = on; return *this; }  ///< O_CREAT: make the file if it is missing
-    OpenOptions& create_new(bool on) noexcept { create_new_ = on; return *this; }  ///< O_CREAT | O_EXCL: make the file, EEXIST if it exists
-    OpenOptions& truncate(bool on) noexcept { truncate_ = on; return *this; }  ///< O_TRUNC: empty it (needs write access)
-    OpenOptions& mode(mode_t m) noexcept { mode_ = m; return *this; }  ///< the permissions of a file created (default 0644, minus the umask)
+    OpenOptions& read(bool on) noexcept {
+        read_ = on;
+        return *this;
+    }  ///< O_RDONLY, or O_RDWR with write
+    OpenOptions& write(bool on) noexcept {
+        write_ = on;
+        return *this;
+    }  ///< O_WRONLY, or O_RDWR with read
+    OpenOptions& append(bool on) noexcept {
+        append_ = on;
+        return *this;
+    }  ///< O_APPEND (implies write): every write goes to the end
+    OpenOptions& create(bool on) noexcept {
+        create_ = on;
+        return *this;
+    }  ///< O_CREAT: make the file if it is missing
+    OpenOptions& create_new(bool on) noexcept {
+        create_new_ = on;
+        return *this;
+    }  ///< O_CREAT | O_EXCL: make the file, EEXIST if it exists
+    OpenOptions& truncate(bool on) noexcept {
+        truncate_ = on;
+        return *this;
+    }  ///< O_TRUNC: empty it (needs write access)
+    OpenOptions& mode(mode_t m) noexcept {
+        mode_ = m;
+        return *this;
+    }  ///< the permissions of a file created (default 0644, minus the umask)
 
     /// The open(2) flags these options mean (std::invalid_argument, see above).
     int flags() const;
@@ -46,4 +67,4 @@ private:
     mode_t mode_ = 0644;
 };
 
-} // namespace eddy::fs
+}  // namespace eddy::fs

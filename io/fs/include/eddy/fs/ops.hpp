@@ -28,4 +28,4 @@ Task<void> rename(std::string from, std::string to);
 /// the blocking pool; gives the bytes copied.
 Task<std::uint64_t> copy(std::string from, std::string to);
 
-} // namespace eddy::fs
+}  // namespace eddy::fs

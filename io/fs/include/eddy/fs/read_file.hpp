@@ -20,4 +20,4 @@ Task<std::string> read_file(std::string path);
 /// Replaces the file's contents with `contents` (which must outlive the co_await).
 Task<void> write_file(std::string path, std::string_view contents);
 
-} // namespace eddy::fs
+}  // namespace eddy::fs

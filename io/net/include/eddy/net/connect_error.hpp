@@ -21,7 +21,7 @@ class ConnectError : public std::system_error {
 public:
     /// One address tried.
     struct Attempt {
-        SocketAddr address;  ///< the address
+        SocketAddr address;     ///< the address
         std::error_code error;  ///< why it failed (ECONNREFUSED, ETIMEDOUT, ...)
     };
     /// The error for `target` ("host:port") and the addresses tried, in order (at least one).
@@ -33,4 +33,4 @@ private:
     std::vector<Attempt> attempts_;
 };
 
-} // namespace eddy::net
+}  // namespace eddy::net

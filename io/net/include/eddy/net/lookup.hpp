@@ -50,7 +50,7 @@ Task<std::vector<SocketAddr>> lookup_host(std::string_view host_port);
 /// Every address of `host` ("example.com", "10.0.0.1", "::1"; no brackets needed) with `port`.
 Task<std::vector<SocketAddr>> lookup_host(std::string_view host, std::uint16_t port);
 
-} // namespace eddy::net
+}  // namespace eddy::net
 
 // Not for users (no stability promise); in eddy::detail, as a detail namespace inside
 // eddy::net would hide eddy::detail from every header of eddy::net.
@@ -64,4 +64,4 @@ struct HostPort {
     std::uint16_t port;
 };
 HostPort split_host_port(std::string_view text, const char* what);
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -32,9 +32,11 @@ public:
     /// From a kernel sockaddr (AF_INET or AF_INET6; std::invalid_argument otherwise).
     static SocketAddr from_native(const sockaddr* addr, socklen_t len);
 
-    bool is_v4() const noexcept { return storage_.ss_family == AF_INET; }  ///< family() == AF_INET
+    bool is_v4() const noexcept { return storage_.ss_family == AF_INET; }   ///< family() == AF_INET
     bool is_v6() const noexcept { return storage_.ss_family == AF_INET6; }  ///< family() == AF_INET6
-    int family() const noexcept { return storage_.ss_family; }  ///< AF_INET, AF_INET6, or AF_UNSPEC for a default-constructed one
+    int family() const noexcept {
+        return storage_.ss_family;
+    }                                     ///< AF_INET, AF_INET6, or AF_UNSPEC for a default-constructed one
     std::uint16_t port() const noexcept;  ///< in host byte order; 0 for AF_UNSPEC
     /// "127.0.0.1:8080", "[::1]:443".
     std::string to_string() const;
@@ -43,7 +45,7 @@ public:
     /// @{
     const sockaddr* native() const noexcept { return reinterpret_cast<const sockaddr*>(&storage_); }
     socklen_t native_size() const noexcept;
-/// @}
+    /// @}
 
     /// The same family and the same sockaddr bytes: address and port, and for IPv6 the flow
     /// info and scope id too.
@@ -53,4 +55,4 @@ private:
     sockaddr_storage storage_;
 };
 
-} // namespace eddy::net
+}  // namespace eddy::net

@@ -19,9 +19,9 @@ namespace eddy::net {
 /// TCP keepalive probes: after `idle` without traffic, one probe every `interval`; the
 /// connection is dropped (a read fails with ETIMEDOUT) after `count` unanswered probes.
 struct Keepalive {
-    std::chrono::seconds idle{7200};  ///< silence before the first probe (TCP_KEEPIDLE)
+    std::chrono::seconds idle{7200};    ///< silence before the first probe (TCP_KEEPIDLE)
     std::chrono::seconds interval{75};  ///< between probes (TCP_KEEPINTVL)
-    int count = 9;  ///< unanswered probes before the connection is dropped (TCP_KEEPCNT)
+    int count = 9;                      ///< unanswered probes before the connection is dropped (TCP_KEEPCNT)
     /// Field by field.
     friend bool operator==(const Keepalive&, const Keepalive&) = default;
 };
@@ -39,4 +39,4 @@ struct ListenOptions {
     std::optional<int> recv_buffer_size{};
 };
 
-} // namespace eddy::net
+}  // namespace eddy::net

@@ -39,11 +39,13 @@ public:
     SocketAddr local_address() const;  ///< the address it listens on (with the port the kernel chose for port 0)
     /// Stops listening now; an accept pending in another task fails (EINVAL).
     void close();
-    int native_handle() const noexcept { return io_.fd(); }  ///< the listening socket's descriptor, still owned by this object
+    int native_handle() const noexcept {
+        return io_.fd();
+    }  ///< the listening socket's descriptor, still owned by this object
 
 private:
     explicit TcpListener(io::FileDescriptor fd) noexcept : io_(std::move(fd)) {}
     detail::SocketIo io_;
 };
 
-} // namespace eddy::net
+}  // namespace eddy::net

@@ -44,7 +44,7 @@ struct TcpStreamNames {
     static constexpr const char* kReadVectored = "eddy::net::TcpStream::read_vectored";
     static constexpr const char* kWriteVectored = "eddy::net::TcpStream::write_vectored";
 };
-} // namespace eddy::detail
+}  // namespace eddy::detail
 
 namespace eddy::net {
 
@@ -92,13 +92,13 @@ public:
     std::optional<std::chrono::seconds> linger() const;  ///< SO_LINGER as set now (std::nullopt: off)
     /// SO_SNDBUF / SO_RCVBUF (see eddy/net/socket_options.hpp for what the kernel reports).
     void set_send_buffer_size(int bytes);
-    int send_buffer_size() const;  ///< SO_SNDBUF as the kernel reports it
+    int send_buffer_size() const;          ///< SO_SNDBUF as the kernel reports it
     void set_recv_buffer_size(int bytes);  ///< SO_RCVBUF (see set_send_buffer_size)
-    int recv_buffer_size() const;  ///< SO_RCVBUF as the kernel reports it
-    SocketAddr peer_address() const;  ///< the peer's address (std::system_error ENOTCONN once it is gone)
-    SocketAddr local_address() const;  ///< the address this end is bound to
+    int recv_buffer_size() const;          ///< SO_RCVBUF as the kernel reports it
+    SocketAddr peer_address() const;       ///< the peer's address (std::system_error ENOTCONN once it is gone)
+    SocketAddr local_address() const;      ///< the address this end is bound to
 };
 
 static_assert(io::AsyncStream<TcpStream>);
 
-} // namespace eddy::net
+}  // namespace eddy::net

@@ -26,8 +26,8 @@ class UdpSocket {
 public:
     /// What one receive got.
     struct Received {
-        std::size_t size;  ///< bytes stored in the buffer
-        SocketAddr from;  ///< the sender
+        std::size_t size;        ///< bytes stored in the buffer
+        SocketAddr from;         ///< the sender
         bool truncated = false;  ///< the datagram was longer than the buffer
     };
 
@@ -43,7 +43,9 @@ public:
     /// One datagram to the connected peer; returns the bytes sent.
     Task<std::size_t> send(std::span<const std::byte> data, std::stop_token token = {});
     /// One datagram from the connected peer (or anyone, if not connected).
-    Task<Received> recv(std::span<std::byte> buf, std::stop_token token = {}) { return recv_from(buf, std::move(token)); }
+    Task<Received> recv(std::span<std::byte> buf, std::stop_token token = {}) {
+        return recv_from(buf, std::move(token));
+    }
 
     SocketAddr local_address() const;  ///< the address it is bound to (with the port the kernel chose for port 0)
     /// Closes the socket. A recv_from pending in another task is not woken by this (an
@@ -57,4 +59,4 @@ private:
     io::FileDescriptor fd_;
 };
 
-} // namespace eddy::net
+}  // namespace eddy::net

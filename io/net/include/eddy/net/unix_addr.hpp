@@ -32,7 +32,9 @@ public:
     /// From a kernel sockaddr_un and its length (as accept, recvfrom, getsockname give it).
     static UnixAddr from_native(const sockaddr* addr, socklen_t len);
 
-    bool is_unnamed() const noexcept { return len_ <= offsetof(sockaddr_un, sun_path); }  ///< no address (a socket that was never bound)
+    bool is_unnamed() const noexcept {
+        return len_ <= offsetof(sockaddr_un, sun_path);
+    }  ///< no address (a socket that was never bound)
     bool is_abstract() const noexcept { return !is_unnamed() && addr_.sun_path[0] == '\0'; }  ///< a Linux abstract name
     bool is_path() const noexcept { return !is_unnamed() && !is_abstract(); }  ///< a path in the file system
     /// The path, or the abstract name (without its leading NUL), or "" when unnamed.
@@ -44,7 +46,7 @@ public:
     /// @{
     const sockaddr* native() const noexcept { return reinterpret_cast<const sockaddr*>(&addr_); }
     socklen_t native_size() const noexcept { return len_; }
-/// @}
+    /// @}
 
     /// The same kind and the same path or name.
     friend bool operator==(const UnixAddr& a, const UnixAddr& b);
@@ -54,4 +56,4 @@ private:
     socklen_t len_;
 };
 
-} // namespace eddy::net
+}  // namespace eddy::net

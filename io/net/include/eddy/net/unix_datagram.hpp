@@ -54,7 +54,9 @@ public:
     /// To the connected peer.
     Task<std::size_t> send(std::span<const std::byte> data, std::stop_token token = {});
     /// From the connected peer (or anyone, if not connected).
-    Task<Received> recv(std::span<std::byte> buf, std::stop_token token = {}) { return recv_from(buf, std::move(token)); }
+    Task<Received> recv(std::span<std::byte> buf, std::stop_token token = {}) {
+        return recv_from(buf, std::move(token));
+    }
 
     /// The address it is bound to (unnamed for an unbound() one).
     UnixAddr local_address() const;
@@ -67,4 +69,4 @@ private:
     eddy::detail::SocketIo io_;
 };
 
-} // namespace eddy::net
+}  // namespace eddy::net

@@ -54,11 +54,13 @@ public:
     UnixAddr local_address() const;  ///< the address it listens on
     /// Stops listening now; an accept pending in another task fails (EINVAL).
     void close();
-    int native_handle() const noexcept { return io_.fd(); }  ///< the listening socket's descriptor, still owned by this object
+    int native_handle() const noexcept {
+        return io_.fd();
+    }  ///< the listening socket's descriptor, still owned by this object
 
 private:
     explicit UnixListener(io::FileDescriptor fd) noexcept : io_(std::move(fd)) {}
     eddy::detail::SocketIo io_;
 };
 
-} // namespace eddy::net
+}  // namespace eddy::net

@@ -38,7 +38,7 @@ struct UnixStreamNames {
     static constexpr const char* kReadVectored = "eddy::net::UnixStream::read_vectored";
     static constexpr const char* kWriteVectored = "eddy::net::UnixStream::write_vectored";
 };
-} // namespace eddy::detail
+}  // namespace eddy::detail
 
 namespace eddy::net {
 
@@ -75,9 +75,9 @@ public:
     /// Who is at the other end (SO_PEERCRED).
     Credentials peer_credentials() const;
     UnixAddr local_address() const;  ///< the address this end is bound to (usually unnamed for a client)
-    UnixAddr peer_address() const;  ///< the peer's address (unnamed when the peer never bound one)
+    UnixAddr peer_address() const;   ///< the peer's address (unnamed when the peer never bound one)
 };
 
 static_assert(io::AsyncStream<UnixStream>);
 
-} // namespace eddy::net
+}  // namespace eddy::net

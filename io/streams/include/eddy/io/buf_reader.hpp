@@ -81,7 +81,9 @@ public:
           buf_(std::make_unique<std::byte[]>(capacity_)), size_(capacity_) {}
 
     S& get() noexcept { return *stream_; }  ///< the stream it reads from
-    std::size_t capacity() const noexcept { return capacity_; }  ///< the buffer's size, which a long line may exceed up to max_line()
+    std::size_t capacity() const noexcept {
+        return capacity_;
+    }  ///< the buffer's size, which a long line may exceed up to max_line()
     std::size_t max_line() const noexcept { return max_line_; }  ///< the longest line it accepts, delimiter included
 
     /// What is buffered now (no I/O).
@@ -143,8 +145,8 @@ private:
         while (got < buf.size()) {
             const std::size_t n = co_await read(buf.subspan(got));
             if (n == 0)
-                throw UnexpectedEof("eddy::io::BufReader::read_exact: the stream ended after " +
-                                    std::to_string(got) + " of " + std::to_string(buf.size()) + " bytes");
+                throw UnexpectedEof("eddy::io::BufReader::read_exact: the stream ended after " + std::to_string(got) +
+                                    " of " + std::to_string(buf.size()) + " bytes");
             got += n;
         }
     }
@@ -325,4 +327,4 @@ private:
     std::size_t begin_ = 0, end_ = 0;
 };
 
-} // namespace eddy::io
+}  // namespace eddy::io

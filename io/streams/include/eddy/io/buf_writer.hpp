@@ -42,7 +42,8 @@ class BufWriter {
 public:
     /// `capacity`: the buffer, at least 1 byte (std::invalid_argument for 0).
     explicit BufWriter(S& stream, std::size_t capacity = 8192)
-        : stream_(&stream), capacity_(capacity), buf_(capacity > 0 ? std::make_unique<std::byte[]>(capacity) : nullptr) {
+        : stream_(&stream), capacity_(capacity),
+          buf_(capacity > 0 ? std::make_unique<std::byte[]>(capacity) : nullptr) {
         if (capacity == 0) throw std::invalid_argument("eddy::io::BufWriter: capacity must be at least 1");
     }
 
@@ -56,7 +57,9 @@ public:
     /// when `data` fits.)
     [[nodiscard]] auto write_all(std::span<const std::byte> data) noexcept { return WriteAll(*this, data); }
     /// write_all of the text's bytes.
-    [[nodiscard]] auto write_all(std::string_view text) noexcept { return WriteAll(*this, std::as_bytes(std::span(text))); }
+    [[nodiscard]] auto write_all(std::string_view text) noexcept {
+        return WriteAll(*this, std::as_bytes(std::span(text)));
+    }
 
     /// As write_all, and gives data.size(). (BufWriter is an AsyncWriteStream itself.)
     Task<std::size_t> write(std::span<const std::byte> data) {
@@ -69,7 +72,7 @@ public:
     [[nodiscard]] auto flush() noexcept { return Flush(*this); }
 
 private:
-    static constexpr bool kStreamWritesAll = requires(S& s, std::span<const std::byte> d) { s.write_all(d); };
+    static constexpr bool kStreamWritesAll = requires(S & s, std::span<const std::byte> d) { s.write_all(d); };
 
     class WriteAll {
     public:
@@ -147,7 +150,9 @@ private:
     Task<void> flush_slow() {
         while (len_ > 0) {
             const std::size_t n = co_await stream_->write(std::span<const std::byte>(buf_.get(), len_));
-            if (n == 0) throw std::system_error(EPIPE, std::generic_category(), "eddy::io::BufWriter::flush: the stream took nothing");
+            if (n == 0)
+                throw std::system_error(EPIPE, std::generic_category(),
+                                        "eddy::io::BufWriter::flush: the stream took nothing");
             std::memmove(buf_.get(), buf_.get() + n, len_ - n);
             len_ -= n;
         }
@@ -164,4 +169,4 @@ private:
     std::size_t len_ = 0;
 };
 
-} // namespace eddy::io
+}  // namespace eddy::io

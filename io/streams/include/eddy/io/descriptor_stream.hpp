@@ -48,4 +48,4 @@ private:
 
 static_assert(AsyncStream<DescriptorStream>);
 
-} // namespace eddy::io
+}  // namespace eddy::io

@@ -46,4 +46,4 @@ private:
     int fd_ = -1;
 };
 
-} // namespace eddy::io
+}  // namespace eddy::io

@@ -102,4 +102,4 @@ private:
     std::size_t max_frame_;
 };
 
-} // namespace eddy::io
+}  // namespace eddy::io

@@ -12,11 +12,11 @@ namespace eddy::io {
 
 /// The two ends of a pipe(2), as io::pipe() gives them.
 struct Pipe {
-    FileDescriptor read_end;  ///< read from it (io::read, or a DescriptorStream)
+    FileDescriptor read_end;   ///< read from it (io::read, or a DescriptorStream)
     FileDescriptor write_end;  ///< write to it; once every write end is closed the reader gets 0
 };
 
 /// A new pipe (close-on-exec). Throws std::system_error (e.g. EMFILE) on failure.
 Pipe pipe();
 
-} // namespace eddy::io
+}  // namespace eddy::io

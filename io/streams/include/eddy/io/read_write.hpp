@@ -36,25 +36,23 @@ namespace eddy::io {
 /// which may be short.
 [[nodiscard]] inline detail::IoAwaiter write(int fd, std::span<const std::byte> buf,
                                              std::stop_token token = {}) noexcept {
-    return detail::IoAwaiter({.kind = detail::IoKind::kWrite,
-                              .fd = fd,
-                              .addr = const_cast<std::byte*>(buf.data()),
-                              .len = buf.size()},
-                             "eddy::io::write", std::move(token));
+    return detail::IoAwaiter(
+        {.kind = detail::IoKind::kWrite, .fd = fd, .addr = const_cast<std::byte*>(buf.data()), .len = buf.size()},
+        "eddy::io::write", std::move(token));
 }
 
 /// Reads into several buffers in order, like readv(2), in one operation.
 [[nodiscard]] inline detail::IoAwaiter readv(int fd, std::span<const iovec> iov, std::stop_token token = {}) noexcept {
-    return detail::IoAwaiter({.kind = detail::IoKind::kReadv, .fd = fd, .addr = const_cast<iovec*>(iov.data()),
-                              .len = iov.size()},
-                             "eddy::io::readv", std::move(token));
+    return detail::IoAwaiter(
+        {.kind = detail::IoKind::kReadv, .fd = fd, .addr = const_cast<iovec*>(iov.data()), .len = iov.size()},
+        "eddy::io::readv", std::move(token));
 }
 
 /// Writes several buffers in order, like writev(2), in one operation; may be short.
 [[nodiscard]] inline detail::IoAwaiter writev(int fd, std::span<const iovec> iov, std::stop_token token = {}) noexcept {
-    return detail::IoAwaiter({.kind = detail::IoKind::kWritev, .fd = fd, .addr = const_cast<iovec*>(iov.data()),
-                              .len = iov.size()},
-                             "eddy::io::writev", std::move(token));
+    return detail::IoAwaiter(
+        {.kind = detail::IoKind::kWritev, .fd = fd, .addr = const_cast<iovec*>(iov.data()), .len = iov.size()},
+        "eddy::io::writev", std::move(token));
 }
 
-} // namespace eddy::io
+}  // namespace eddy::io

@@ -72,4 +72,4 @@ private:
     return {fd, events, "eddy::io::poll", std::move(token)};
 }
 
-} // namespace eddy::io
+}  // namespace eddy::io

@@ -80,4 +80,4 @@ private:
     FileDescriptor fd_;
 };
 
-} // namespace eddy::io
+}  // namespace eddy::io

@@ -62,4 +62,4 @@ inline StdStream& stderr() noexcept {
     return s;
 }
 
-} // namespace eddy::io
+}  // namespace eddy::io

@@ -40,7 +40,10 @@ using await_result_t = decltype(detail::awaiter_of(std::declval<A>()).await_resu
 
 /// An awaitable whose co_await gives a count of bytes.
 template <class A>
-concept AwaitableCount = requires { typename await_result_t<A>; } && std::convertible_to<await_result_t<A>, std::size_t>;
+concept AwaitableCount = requires {
+    typename await_result_t<A>;
+}
+&&std::convertible_to<await_result_t<A>, std::size_t>;
 
 /// A stream that can be read: `co_await s.read(std::span<std::byte>)` gives the bytes read,
 /// 0 at end of stream.
@@ -60,4 +63,4 @@ concept AsyncWriteStream = requires(S& s, std::span<const std::byte> data) {
 template <class S>
 concept AsyncStream = AsyncReadStream<S> && AsyncWriteStream<S>;
 
-} // namespace eddy::io
+}  // namespace eddy::io

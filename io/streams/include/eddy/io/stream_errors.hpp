@@ -40,4 +40,4 @@ public:
     using std::length_error::length_error;
 };
 
-} // namespace eddy::io
+}  // namespace eddy::io

@@ -33,7 +33,8 @@ Task<void> write_all(S& stream, std::span<const std::byte> data) {
     } else {
         while (!data.empty()) {
             const std::size_t n = co_await stream.write(data);
-            if (n == 0) throw std::system_error(EPIPE, std::generic_category(), "eddy::io::write_all: the stream took nothing");
+            if (n == 0)
+                throw std::system_error(EPIPE, std::generic_category(), "eddy::io::write_all: the stream took nothing");
             data = data.subspan(n);
         }
     }
@@ -51,4 +52,4 @@ Task<void> read_exact(S& stream, std::span<std::byte> buf) {
     }
 }
 
-} // namespace eddy::io
+}  // namespace eddy::io

@@ -129,7 +129,7 @@ private:
     bool cancelled_ = false;
 };
 
-} // namespace detail
+}  // namespace detail
 
 /// A periodic timer: `co_await tick()` returns at start, start + period, ... (see the
 /// file comment for late ticks and the virtual clock). Move-only.
@@ -187,7 +187,7 @@ std::chrono::steady_clock::duration interval_period(std::chrono::duration<Rep, P
     return saturating_ceil(period);
 }
 
-} // namespace detail
+}  // namespace detail
 
 /// An Interval whose first tick is due at once; then one every `period`.
 template <class Rep, class Period>
@@ -203,4 +203,4 @@ template <class Rep, class Period>
     return Interval(start, detail::interval_period(period));
 }
 
-} // namespace eddy
+}  // namespace eddy

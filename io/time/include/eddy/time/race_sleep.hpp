@@ -53,7 +53,7 @@ private:
 template <class T>
 inline constexpr bool is_sleep_v = std::is_same_v<std::remove_cvref_t<T>, SleepAwaiter>;
 
-} // namespace detail
+}  // namespace detail
 
 /// What when_any(op, sleep) gives: the operation's value at index `OpIndex` (0 or 1) or
 /// std::monostate at the other when the sleep won. Move it until it is awaited.
@@ -65,7 +65,8 @@ class [[nodiscard]] RaceSleep : public detail::BorrowsLike<H> {
 
 public:
     /// The winner's index and value, as when_any gives.
-    using value_type = std::conditional_t<OpIndex == 0, std::variant<V, std::monostate>, std::variant<std::monostate, V>>;
+    using value_type =
+        std::conditional_t<OpIndex == 0, std::variant<V, std::monostate>, std::variant<std::monostate, V>>;
 
     /// Made by when_any: `op` moved in (or borrowed), the sleep's deadline and token.
     RaceSleep(std::remove_reference_t<H>& op, const detail::SleepAwaiter& sleep)
@@ -107,8 +108,8 @@ private:
 
 /// when_any(op, sleep): see above. (Two sleeps, or a Task against a sleep, race this way too.)
 template <Awaitable A>
-    requires(!detail::is_sleep_v<A>)
-RaceSleep<detail::held_t<A>, 0> when_any(A&& op, detail::SleepAwaiter&& sleep) {
+requires(!detail::is_sleep_v<A>) RaceSleep < detail::held_t<A>,
+0 > when_any(A&& op, detail::SleepAwaiter&& sleep) {
     static_assert(std::is_rvalue_reference_v<A&&>,
                   "eddy::when_any takes the operations over: pass temporaries or std::move(op)");
     return RaceSleep<detail::held_t<A>, 0>(op, sleep);
@@ -122,4 +123,4 @@ RaceSleep<detail::held_t<A>, 1> when_any(detail::SleepAwaiter&& sleep, A&& op) {
     return RaceSleep<detail::held_t<A>, 1>(op, sleep);
 }
 
-} // namespace eddy
+}  // namespace eddy

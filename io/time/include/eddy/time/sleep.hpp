@@ -58,8 +58,7 @@ public:
     SleepAwaiter(std::chrono::steady_clock::time_point deadline, std::stop_token token,
                  const char* what = "eddy::sleep") noexcept
         : token_(std::move(token)), what_(what) {
-        entry_.deadline_ns =
-            std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
+        entry_.deadline_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
     }
     /// Movable until first awaited, like a Rust future before its first poll: the deadline
     /// and the token go along; `o` was never armed, so its destructor does nothing.
@@ -130,7 +129,7 @@ private:
     StopCallback<CancelTimer> task_cancel_;
 };
 
-} // namespace detail
+}  // namespace detail
 
 /// Suspends the calling task until `deadline` (steady clock).
 [[nodiscard]] inline detail::SleepAwaiter sleep_until(std::chrono::steady_clock::time_point deadline,
@@ -148,4 +147,4 @@ template <class Rep, class Period>
     return detail::SleepAwaiter(detail::saturating_add(now, detail::saturating_ceil(duration)), std::move(token));
 }
 
-} // namespace eddy
+}  // namespace eddy

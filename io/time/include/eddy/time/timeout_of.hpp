@@ -45,7 +45,7 @@ public:
 
     /// Made by with_timeout: `a` moved in (or borrowed, H a reference), the time limit `spec`.
     TimeoutOf(A& a, detail::TimeoutSpec spec, Extra extra = {}) noexcept(
-        std::is_nothrow_constructible_v<detail::AwaiterSlot<H>, A&> && std::is_nothrow_move_constructible_v<Extra>)
+        std::is_nothrow_constructible_v<detail::AwaiterSlot<H>, A&>&& std::is_nothrow_move_constructible_v<Extra>)
         : op_(a), arm_(spec), extra_(std::move(extra)) {}
     /// The same with the extra made in place from `args`. (race_sleep.hpp uses it: g++ 12 at
     /// -O3 -Wall warned maybe-uninitialized in the destructor of a moved-from temporary extra,
@@ -54,8 +54,8 @@ public:
     TimeoutOf(A& a, detail::TimeoutSpec spec, std::in_place_t, Args&&... args)
         : op_(a), arm_(spec), extra_(std::forward<Args>(args)...) {}
     /// Movable until awaited.
-    TimeoutOf(TimeoutOf&& o) noexcept(std::is_nothrow_move_constructible_v<detail::AwaiterSlot<H>> &&
-                                      std::is_nothrow_move_constructible_v<Extra>)
+    TimeoutOf(TimeoutOf&& o) noexcept(
+        std::is_nothrow_move_constructible_v<detail::AwaiterSlot<H>>&& std::is_nothrow_move_constructible_v<Extra>)
         : op_(std::move(o.op_)), arm_(std::move(o.arm_)), extra_(std::move(o.extra_)) {}
     TimeoutOf& operator=(TimeoutOf&&) = delete;
     ~TimeoutOf() {
@@ -164,4 +164,4 @@ private:
     const detail::TaskCancellation* saved_ = nullptr;
 };
 
-} // namespace eddy
+}  // namespace eddy

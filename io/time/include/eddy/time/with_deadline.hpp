@@ -98,7 +98,7 @@ Task<T> timed_until(Task<T> task, std::int64_t at_ns) {
 template <class T>
 Task<T> run_with_deadline(DeadlineSpec spec, Task<T> task) {
     const TaskCancellation* parent = co_await CurrentScope{};
-    TaskCancellation own(parent, TaskCancellation::Derive{});  // same token, locals, budget
+    TaskCancellation own(parent, TaskCancellation::Derive{});     // same token, locals, budget
     own.deadline_ns = std::min(own.deadline_ns, spec.resolve());  // only ever tightens
     if (clock_is_virtual()) [[unlikely]] {
         Task<T> timed = timed_until(std::move(task), own.deadline_ns);  // see "Under a virtual clock"
@@ -126,7 +126,7 @@ private:
     std::int64_t deadline_ns_ = kNoDeadline;
 };
 
-} // namespace detail
+}  // namespace detail
 
 /// Runs `task` with the deadline `deadline` (steady clock) for every I/O operation under it
 /// (see above); gives its result.
@@ -161,6 +161,6 @@ namespace this_task {
 /// std::nullopt when it has none.
 [[nodiscard]] inline detail::CurrentDeadline deadline() noexcept { return {}; }
 
-} // namespace this_task
+}  // namespace this_task
 
-} // namespace eddy
+}  // namespace eddy

@@ -145,8 +145,8 @@ private:
 /// The result of with_timeout(a, deadline) or (a, duration): a Timeout<T> for a Task, a
 /// TimeoutOf<A> for any other awaitable (no coroutine frame).
 template <class A>
-using with_timeout_t = std::conditional_t<detail::is_task_v<std::remove_cvref_t<A>>,
-                                          Timeout<await_result_t<A>>, TimeoutOf<detail::held_t<A>>>;
+using with_timeout_t = std::conditional_t<detail::is_task_v<std::remove_cvref_t<A>>, Timeout<await_result_t<A>>,
+                                          TimeoutOf<detail::held_t<A>>>;
 
 namespace detail {
 template <class A>
@@ -161,7 +161,7 @@ with_timeout_t<A> make_timeout(A&& a, TimeoutSpec spec) {
         return TimeoutOf<held_t<A>>(a, spec);
     }
 }
-} // namespace detail
+}  // namespace detail
 
 /// `a`'s result, or eddy::TimedOut once `deadline` (the runtime's clock) has passed. (Not
 /// with_deadline, eddy/time/with_deadline.hpp: that one hands a deadline down to the I/O below
@@ -229,4 +229,4 @@ auto timeout_or(A&& a, std::chrono::duration<Rep, Period> timeout) {
     return TimeoutOr<with_timeout_t<A>>(with_timeout(std::forward<A>(a), timeout));
 }
 
-} // namespace eddy
+}  // namespace eddy

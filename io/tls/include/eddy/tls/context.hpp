@@ -60,4 +60,4 @@ private:
     std::shared_ptr<State> state_;
 };
 
-} // namespace eddy::tls
+}  // namespace eddy::tls

@@ -51,7 +51,7 @@ public:
     Error(errc e, const std::string& what) : std::system_error(make_error_code(e), what) {}
 };
 
-} // namespace eddy::tls
+}  // namespace eddy::tls
 
 template <>
 struct std::is_error_code_enum<eddy::tls::errc> : std::true_type {};

@@ -142,11 +142,8 @@ public:
     }
 
     /// Closes S now, without close_notify (the peer sees a truncation); S's errors.
-    void close()
-        requires requires(S& s) { s.close(); }
-    {
-        stream_.close();
-    }
+    void close() requires requires(S& s) { s.close(); }
+    { stream_.close(); }
 
     /// The stream below (its address, options; writing to it corrupts the session).
     S& next_layer() noexcept { return stream_; }
@@ -173,7 +170,8 @@ private:
         Engine& e_;
     };
 
-    Stream(S stream, std::unique_ptr<Engine> engine) noexcept : stream_(std::move(stream)), engine_(std::move(engine)) {}
+    Stream(S stream, std::unique_ptr<Engine> engine) noexcept
+        : stream_(std::move(stream)), engine_(std::move(engine)) {}
 
     Task<void> handshake(const char* what) {
         MutexGuard g = co_await engine_->write_lock().lock();
@@ -211,10 +209,8 @@ private:
     // the write lock), then the TLS error is thrown.
     Task<void> fail(const Engine::Step& s, bool locked) {
         try {
-            if (locked)
-                co_await send_locked();
-            else
-                co_await send_if_free();
+            if (locked) co_await send_locked();
+            else co_await send_if_free();
         } catch (...) {  // the stream below failed too: the TLS error says more
         }
         std::rethrow_exception(s.error);
@@ -226,4 +222,4 @@ private:
 
 static_assert(io::AsyncStream<Stream<net::TcpStream>>);
 
-} // namespace eddy::tls
+}  // namespace eddy::tls

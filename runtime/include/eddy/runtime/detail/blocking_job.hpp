@@ -112,4 +112,4 @@ private:
 /// takes its reference only on success.
 void submit_blocking(Scheduler* sched, BlockingJob& job, const char* what);
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

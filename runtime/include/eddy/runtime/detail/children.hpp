@@ -155,4 +155,4 @@ inline bool is_cancellation(const std::exception_ptr& e) noexcept {
     }
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -47,4 +47,4 @@ inline std::chrono::steady_clock::time_point clock_now() noexcept {
     return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(clock_now_ns()));
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -52,4 +52,4 @@ bool coop_yield(std::coroutine_handle<P> h) noexcept {
     return coop_exhausted(h, unconstrained_of(h));
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

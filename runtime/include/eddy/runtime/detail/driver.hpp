@@ -138,4 +138,4 @@ Driver& require_driver(const char* what);
 /// The same, or nullptr off a worker.
 Driver* this_thread_driver() noexcept;
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -13,7 +13,9 @@ namespace eddy::detail {
 /// get a value that is recent, not synchronized with anything (a snapshot of statistics).
 class OwnedCounter {
 public:
-    void add(std::uint64_t n = 1) noexcept { value_.store(value_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+    void add(std::uint64_t n = 1) noexcept {
+        value_.store(value_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    }
     /// For gauges: the current value.
     void set(std::uint64_t v) noexcept { value_.store(v, std::memory_order_relaxed); }
     std::uint64_t get() const noexcept { return value_.load(std::memory_order_relaxed); }
@@ -22,4 +24,4 @@ private:
     std::atomic<std::uint64_t> value_{0};
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

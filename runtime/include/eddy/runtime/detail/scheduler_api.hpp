@@ -38,7 +38,9 @@ void schedule_on(Scheduler* sched, std::coroutine_handle<> frame) noexcept;
 struct Runnable {
     void (*run)(Runnable* self) noexcept;
 };
-inline void* queue_item(Runnable* r) noexcept { return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(r) | 1); }
+inline void* queue_item(Runnable* r) noexcept {
+    return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(r) | 1);
+}
 inline bool is_runnable_item(void* item) noexcept { return (reinterpret_cast<std::uintptr_t>(item) & 1) != 0; }
 inline Runnable* runnable_of(void* item) noexcept {
     return reinterpret_cast<Runnable*>(reinterpret_cast<std::uintptr_t>(item) & ~std::uintptr_t{1});
@@ -85,4 +87,4 @@ void join_release(FrameHeader* h, PromiseBase* p, bool consumed) noexcept;
 /// Throws RuntimeStopped for a task cancelled by shutdown.
 [[noreturn]] void throw_cancelled();
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -22,4 +22,4 @@ inline void name_task(std::coroutine_handle<> frame, std::string_view name) {
     h->extra->name.assign(name);
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -81,7 +81,8 @@ public:
     /// Lock held (or the node not shared yet): no other writer.
     void set_status(WaitStatus s) noexcept {
         const std::uintptr_t queue_bits = queue_status_.load(std::memory_order_relaxed) & ~kStatusMask;
-        queue_status_.store(queue_bits | static_cast<std::uintptr_t>(s), std::memory_order_release);  // release: pairs with status()
+        queue_status_.store(queue_bits | static_cast<std::uintptr_t>(s),
+                            std::memory_order_release);  // release: pairs with status()
     }
 
     /// The queue the node waits on (fixed at construction). Relaxed: those bits never change.
@@ -269,7 +270,8 @@ private:
     std::size_t size_ = 0;
 };
 
-static_assert(alignof(WaitQueue) > WaitNode::kStatusMask, "a WaitNode keeps its status in the low bits of its queue's address");
+static_assert(alignof(WaitQueue) > WaitNode::kStatusMask,
+              "a WaitNode keeps its status in the low bits of its queue's address");
 
 /// The base of a primitive's awaiter (CRTP): the protocol's steps 1-3 and 6. `Derived`
 /// provides `bool try_now(WakeList&)`, called under the lock: true = the resource was taken
@@ -362,4 +364,4 @@ private:
     }
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -58,8 +58,8 @@ private:
     FinishHook hook_{};  // every child's completion: on_child_done(this)
     Countdown countdown_;
     std::atomic<bool> failed_{false};
-    std::exception_ptr first_error_;  // written once, by the failed_ CAS winner
+    std::exception_ptr first_error_;        // written once, by the failed_ CAS winner
     std::optional<LinkedStopSource> stop_;  // set by link(), before any child starts
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -47,14 +47,14 @@ private:
         std::size_t none = kNone;
         // Relaxed: the winner is published to the parent by the countdown's acq_rel decrement.
         if (self->winner_.compare_exchange_strong(none, slot.index, std::memory_order_relaxed))
-            self->stop_->request_stop();  // the losers are cancelled; they still count down
+            self->stop_->request_stop();         // the losers are cancelled; they still count down
         return self->countdown_.arrive_child();  // SAFETY: the last touch of `self`
     }
 
     Countdown countdown_;
     std::atomic<std::size_t> winner_{kNone};
-    std::vector<Slot> slots_;  // each child's hook context
+    std::vector<Slot> slots_;               // each child's hook context
     std::optional<LinkedStopSource> stop_;  // set by link(), before any child starts
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -118,4 +118,4 @@ private:
     detail::WaitQueue waiters_{lock_};
 };
 
-} // namespace eddy
+}  // namespace eddy

@@ -119,7 +119,7 @@ struct State {
 /// What a receiver's look at the ring found.
 enum class Poll : std::uint8_t { empty, value, lagged, closed };
 
-} // namespace detail
+}  // namespace detail
 
 /// Move-only (resubscribe() makes another receiver).
 template <class T>
@@ -325,4 +325,4 @@ std::pair<Sender<T>, Receiver<T>> channel(std::size_t capacity) {
     return {Sender<T>(s), Receiver<T>(s, 0)};
 }
 
-} // namespace eddy::broadcast
+}  // namespace eddy::broadcast

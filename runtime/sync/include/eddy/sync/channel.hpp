@@ -263,4 +263,4 @@ private:
     detail::WaitQueue receivers_{lock_};
 };
 
-} // namespace eddy
+}  // namespace eddy

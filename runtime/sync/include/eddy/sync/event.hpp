@@ -44,7 +44,7 @@ public:
         {
             std::lock_guard guard(lock_);
             if (set_.load(std::memory_order_relaxed)) return;  // the lock orders every store
-            set_.store(true, std::memory_order_release);  // release: pairs with is_set()
+            set_.store(true, std::memory_order_release);       // release: pairs with is_set()
             waiters_.grant_all(wakes);
         }
         wakes.wake_all();
@@ -77,4 +77,4 @@ private:
     detail::WaitQueue waiters_{lock_, nullptr, this};
 };
 
-} // namespace eddy
+}  // namespace eddy

@@ -93,4 +93,4 @@ private:
     detail::WaitQueue waiters_{lock_};
 };
 
-} // namespace eddy
+}  // namespace eddy

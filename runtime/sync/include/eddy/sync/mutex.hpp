@@ -155,4 +155,4 @@ inline void MutexGuard::unlock() noexcept {
     if (Mutex* m = std::exchange(mutex_, nullptr)) m->unlock();
 }
 
-} // namespace eddy
+}  // namespace eddy

@@ -125,4 +125,4 @@ private:
     detail::WaitQueue waiters_{lock_};
 };
 
-} // namespace eddy
+}  // namespace eddy

@@ -47,9 +47,9 @@ namespace detail {
 template <class T>
 struct State {
     eddy::detail::SpinLock lock;
-    std::optional<T> value;     // guarded by lock
-    bool sender_alive = true;   // guarded by lock
-    bool receiver_alive = true; // guarded by lock
+    std::optional<T> value;      // guarded by lock
+    bool sender_alive = true;    // guarded by lock
+    bool receiver_alive = true;  // guarded by lock
     eddy::detail::WaitQueue waiters{lock};
     std::atomic<int> refs{2};
 
@@ -61,7 +61,7 @@ struct State {
     }
 };
 
-} // namespace detail
+}  // namespace detail
 
 template <class T>
 /// The sending end: send() once, or drop it, which the receiver sees as ChannelClosed.
@@ -163,8 +163,9 @@ public:
             this->throw_if_cancelled();
             // Granted: the sender has finished with the state, so no lock is needed.
             if (!state_.value)
-                throw ChannelClosed("eddy::oneshot::Receiver: no value: the sender was dropped without sending, "
-                                    "or the value was already received");
+                throw ChannelClosed(
+                    "eddy::oneshot::Receiver: no value: the sender was dropped without sending, "
+                    "or the value was already received");
             T v = std::move(*state_.value);
             state_.value.reset();
             return v;
@@ -204,4 +205,4 @@ std::pair<Sender<T>, Receiver<T>> channel() {
     return {Sender<T>(s), Receiver<T>(s)};
 }
 
-} // namespace eddy::oneshot
+}  // namespace eddy::oneshot

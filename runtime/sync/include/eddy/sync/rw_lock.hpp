@@ -234,4 +234,4 @@ private:
     detail::WaitQueue writers_waiting_{lock_, &RwLock::on_cancel, this};
 };
 
-} // namespace eddy
+}  // namespace eddy

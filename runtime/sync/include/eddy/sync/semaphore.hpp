@@ -131,4 +131,4 @@ private:
     detail::WaitQueue waiters_{lock_, &Semaphore::on_cancel, this};
 };
 
-} // namespace eddy
+}  // namespace eddy

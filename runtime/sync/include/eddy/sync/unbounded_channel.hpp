@@ -113,9 +113,7 @@ public:
     /// grow; either way `value` is left with the caller.
     void send(T&& value) { push(value); }
     /// send(T&&), copying `value`.
-    void send(const T& value)
-        requires std::is_copy_constructible_v<T>
-    {
+    void send(const T& value) requires std::is_copy_constructible_v<T> {
         T copy(value);
         push(copy);
     }
@@ -239,4 +237,4 @@ private:
     detail::WaitQueue receivers_{lock_};
 };
 
-} // namespace eddy
+}  // namespace eddy

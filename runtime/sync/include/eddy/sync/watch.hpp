@@ -140,7 +140,7 @@ struct State {
     bool unused_locked() const noexcept { return !sender_alive && receivers == 0; }
 };
 
-} // namespace detail
+}  // namespace detail
 
 /// A read guard on the channel's value: a shared lock, released when the Ref is destroyed.
 /// Never hold one across a co_await (see the file comment). Move-only.
@@ -348,7 +348,7 @@ private:
     static void publish(detail::State<T>& s, eddy::detail::WakeList& wakes) noexcept {
         std::lock_guard guard(s.lock);
         const std::uint64_t v = s.version.load(std::memory_order_relaxed) + 1;  // only stored here
-        s.version.store(v, std::memory_order_release);  // release: pairs with has_changed()
+        s.version.store(v, std::memory_order_release);                          // release: pairs with has_changed()
         // A waiter waits only while its seen version is the current one: v is newer for all.
         while (auto* w = static_cast<typename Receiver<T>::ChangedAwaiter*>(s.waiters.front())) {
             w->observed_ = v;
@@ -379,4 +379,4 @@ std::pair<Sender<T>, Receiver<T>> channel(T initial) {
     return {Sender<T>(s), Receiver<T>(s, 0)};
 }
 
-} // namespace eddy::watch
+}  // namespace eddy::watch

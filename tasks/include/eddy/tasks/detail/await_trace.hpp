@@ -79,7 +79,7 @@ protected:
 /// suspended in an awaiter (state != nullptr).
 struct AwaitVT {
     void (*describe)(const void* awaiter, DumpWait& d);  // null: no dump_wait, use `type`
-    const char* state;                                     // "not started", "running", "finished"
+    const char* state;                                   // "not started", "running", "finished"
 #if defined(__cpp_rtti) || defined(__GXX_RTTI)
     const std::type_info* type;
 #else
@@ -92,7 +92,9 @@ inline constexpr AwaitVT kRunning{nullptr, "running", nullptr};
 inline constexpr AwaitVT kFinished{nullptr, "finished", nullptr};
 
 template <class A>
-concept DescribesWait = requires(const A& a, DumpWait& d) { a.dump_wait(d); };
+concept DescribesWait = requires(const A& a, DumpWait& d) {
+    a.dump_wait(d);
+};
 
 template <class A>
 void describe_awaiter(const void* awaiter, DumpWait& d) {
@@ -109,11 +111,12 @@ constexpr auto describer_of() noexcept -> void (*)(const void*, DumpWait&) {
 }
 
 template <class A>
-inline constexpr AwaitVT kAwaitVT{describer_of<A>(), nullptr,
+inline constexpr AwaitVT kAwaitVT {
+    describer_of<A>(), nullptr,
 #if defined(__cpp_rtti) || defined(__GXX_RTTI)
-                                  &typeid(A)
+        &typeid(A)
 #else
-                                  nullptr
+        nullptr
 #endif
 };
 
@@ -141,7 +144,7 @@ inline void refresh_coarse_clock(std::chrono::steady_clock::time_point now) noex
 /// The record in every promise (see the top of this file). Written by the thread running
 /// the task; read by Runtime::dump() while that thread is paused.
 struct AwaitTrace {
-    const char* file = nullptr;       // the last co_await's file (await_transform)
+    const char* file = nullptr;        // the last co_await's file (await_transform)
     const AwaitVT* vt = &kNotStarted;  // what it waits on, or a sentinel
     const void* awaiter = nullptr;     // the awaiter (in the frame), while vt is not a sentinel
     std::uint32_t line = 0;
@@ -201,4 +204,4 @@ private:
 template <class A>
 TracedAwaiter(A&&) -> TracedAwaiter<decltype(awaiter_of(std::declval<A&&>()))>;
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -191,4 +191,4 @@ inline void deallocate_frame(void* frame) noexcept {
     free_header(h);
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

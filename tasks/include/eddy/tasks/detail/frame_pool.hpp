@@ -87,13 +87,13 @@ void trim() noexcept;
 
 /// Figures for tests and benchmarks.
 struct ThreadStats {
-    std::size_t live_blocks = 0;   // this thread's blocks in use (anywhere)
-    std::size_t empty_pages = 0;   // pages with no block in use, kept for reuse
-    std::size_t segments = 0;      // segments mapped by this thread's heap
+    std::size_t live_blocks = 0;  // this thread's blocks in use (anywhere)
+    std::size_t empty_pages = 0;  // pages with no block in use, kept for reuse
+    std::size_t segments = 0;     // segments mapped by this thread's heap
     bool has_heap = false;
 };
 ThreadStats thread_stats() noexcept;
 /// Bytes of segments mapped by every heap, orphaned ones included (relaxed: a snapshot).
 std::size_t mapped_bytes() noexcept;
 
-} // namespace eddy::detail::frame_pool
+}  // namespace eddy::detail::frame_pool

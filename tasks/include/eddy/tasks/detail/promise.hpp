@@ -31,8 +31,7 @@ namespace eddy::detail {
 class PromiseBase;
 
 /// Completion hook: `ctx` is the hook's own state, `self` the finished frame.
-using FinishFn = std::coroutine_handle<> (*)(void* ctx, PromiseBase& p,
-                                             std::coroutine_handle<> self) noexcept;
+using FinishFn = std::coroutine_handle<> (*)(void* ctx, PromiseBase& p, std::coroutine_handle<> self) noexcept;
 
 /// A completion hook and its context, held by whoever finishes frames this way (a scheduler,
 /// a combinator's state, a TaskGroup), which outlives every frame it finishes: a frame keeps
@@ -160,13 +159,13 @@ inline bool stop_requested(const StopState* s) noexcept { return s != nullptr &&
 template <class T>
 class Promise;
 
-} // namespace eddy::detail
+}  // namespace eddy::detail
 
 namespace eddy {
 /// A lazy coroutine giving T (eddy/tasks/task.hpp).
 template <class T = void>
 class [[nodiscard]] Task;
-}
+}  // namespace eddy
 
 namespace eddy::detail {
 
@@ -180,10 +179,8 @@ public:
     Task<T> get_return_object() noexcept;
 
     template <class U = T>
-        requires std::is_convertible_v<U&&, T>
-    void return_value(U&& v) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
-        value_.emplace(std::forward<U>(v));
-    }
+    requires std::is_convertible_v<U&&, T>
+    void return_value(U&& v) noexcept(std::is_nothrow_constructible_v<T, U&&>) { value_.emplace(std::forward<U>(v)); }
 
     /// Moves the result out, or rethrows the task's exception.
     T take() {
@@ -229,4 +226,4 @@ struct TaskAccess {
     }
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

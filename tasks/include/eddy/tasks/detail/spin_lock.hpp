@@ -44,4 +44,4 @@ private:
     std::atomic<bool> locked_{false};
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -244,4 +244,4 @@ inline void StopRegistration::reset() noexcept {
     }
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

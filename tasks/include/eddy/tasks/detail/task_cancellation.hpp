@@ -74,8 +74,8 @@ struct TaskCancellation {
 
     StopState* state = nullptr;  // unused when `lazy` is set
     LinkedStopSource* lazy = nullptr;
-    bool unconstrained = false;  // written before any task runs under the scope
-    TaskLocals locals;           // likewise
+    bool unconstrained = false;              // written before any task runs under the scope
+    TaskLocals locals;                       // likewise
     std::int64_t deadline_ns = kNoDeadline;  // steady_clock ns since its epoch; likewise
 };
 
@@ -159,4 +159,4 @@ inline bool TaskCancellation::stop_requested() const noexcept {
     return lazy != nullptr ? lazy->stop_requested() : state != nullptr && state->stop_requested();
 }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -139,8 +139,8 @@ public:
     /// unused.
     SocketAwaiter(SocketIo& io, Op op, void* buf, std::size_t len, const char* what, std::stop_token token = {},
                   socklen_t* addrlen = nullptr) noexcept
-        : PollWaiter(&SocketAwaiter::retry, dir_of(op), closed_result(op)), io_(&io), buf_(buf), len_(len), addrlen_(addrlen),
-          what_(what), op_(op), token_(std::move(token)) {}
+        : PollWaiter(&SocketAwaiter::retry, dir_of(op), closed_result(op)), io_(&io), buf_(buf), len_(len),
+          addrlen_(addrlen), what_(what), op_(op), token_(std::move(token)) {}
     /// Movable until first awaited, like a Rust future before its first poll: the operation
     /// and the token go along; `o` never tried nor waited, so its destructor does nothing.
     SocketAwaiter(SocketAwaiter&& o) noexcept : SocketAwaiter(std::move(o), o.buf_) {}
@@ -172,7 +172,8 @@ protected:
     SocketAwaiter(SocketAwaiter&& o, void* buf) noexcept
         : PollWaiter(&SocketAwaiter::retry, o.dir_, o.closed_result_), io_(o.io_), buf_(buf), len_(o.len_),
           addrlen_(o.addrlen_), what_(o.what_), op_(o.op_), token_(std::move(o.token_)) {
-        assert(!o.tried_ && !o.frame_ && o.result_ == 0 && !o.delivered_ && "eddy: a socket awaiter moved after it was awaited");
+        assert(!o.tried_ && !o.frame_ && o.result_ == 0 && !o.delivered_ &&
+               "eddy: a socket awaiter moved after it was awaited");
     }
 
 private:
@@ -193,11 +194,14 @@ private:
     static constexpr std::int32_t closed_result(Op op) noexcept {
         switch (op) {
         case Op::kRecv:
-        case Op::kRecvMsg: return 0;
+        case Op::kRecvMsg:
+            return 0;
         case Op::kSend:
         case Op::kSendMsg:
-        case Op::kSendAll: return -EPIPE;
-        case Op::kAccept: return -EINVAL;
+        case Op::kSendAll:
+            return -EPIPE;
+        case Op::kAccept:
+            return -EINVAL;
         }
         return -EBADF;
     }
@@ -255,4 +259,4 @@ private:
     msghdr msg_{};
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

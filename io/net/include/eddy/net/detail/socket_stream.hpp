@@ -56,4 +56,4 @@ protected:
     SocketIo io_;
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -63,7 +63,8 @@ public:
     /// Movable until first awaited, like a Rust future before its first poll: the request
     /// and the token go along; `o` never ran (stage kNew), so its destructor closes nothing.
     IoAwaiter(IoAwaiter&& o) noexcept : what_(o.what_), token_(std::move(o.token_)) {
-        assert(!o.op_.waiter && o.op_.result == 0 && !o.delivered_ && "eddy: an I/O awaiter moved after it was awaited");
+        assert(!o.op_.waiter && o.op_.result == 0 && !o.delivered_ &&
+               "eddy: an I/O awaiter moved after it was awaited");
         op_.io = o.op_.io;
         op_.fd = o.op_.fd;
         op_.addr = o.op_.addr;
@@ -140,4 +141,4 @@ private:
     CancelRegistration cancel_;
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

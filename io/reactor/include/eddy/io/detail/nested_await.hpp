@@ -25,7 +25,9 @@
 namespace eddy::detail {
 
 template <class A>
-concept HasMemberCoAwait = requires(A& a) { a.operator co_await(); };
+concept HasMemberCoAwait = requires(A& a) {
+    a.operator co_await();
+};
 
 /// Whatever `co_await a` on an lvalue `a` of type A uses as its awaiter.
 template <class A>
@@ -102,4 +104,4 @@ private:
     bool made_ = false;
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -89,20 +89,37 @@ struct Operation : ReactorNode {
 /// The kinds of I/O the reactor knows how to submit.
 /// kPoll: a one-shot readiness wait (IORING_OP_POLL_ADD); `len` holds the poll(2) events,
 /// the result is the revents.
-enum class IoKind : std::uint8_t { kRead, kWrite, kRecv, kSend, kAccept, kConnect, kRecvMsg, kSendMsg, kFsync, kOpenAt, kPoll, kReadv, kWritev,
-                                  kStatx, kRenameAt, kUnlinkAt, kMkdirAt };
+enum class IoKind : std::uint8_t {
+    kRead,
+    kWrite,
+    kRecv,
+    kSend,
+    kAccept,
+    kConnect,
+    kRecvMsg,
+    kSendMsg,
+    kFsync,
+    kOpenAt,
+    kPoll,
+    kReadv,
+    kWritev,
+    kStatx,
+    kRenameAt,
+    kUnlinkAt,
+    kMkdirAt
+};
 
 struct IoOperation : Operation {
     IoOperation() noexcept : Operation(Kind::kIo) {}
     IoKind io = IoKind::kRead;
     int fd = -1;
-    void* addr = nullptr;          // buffer, sockaddr, msghdr, iovec array or path
-    std::uint32_t len = 0;         // buffer length, iovec count, or open mode
-    std::uint64_t offset = 0;      // file offset (~0: the current position), socklen_t*, statx* or new path
-    std::uint32_t op_flags = 0;    // MSG_* flags, accept/open flags
-    bool poll_first = false;       // a non-blocking attempt just failed: wait for readiness first
+    void* addr = nullptr;                    // buffer, sockaddr, msghdr, iovec array or path
+    std::uint32_t len = 0;                   // buffer length, iovec count, or open mode
+    std::uint64_t offset = 0;                // file offset (~0: the current position), socklen_t*, statx* or new path
+    std::uint32_t op_flags = 0;              // MSG_* flags, accept/open flags
+    bool poll_first = false;                 // a non-blocking attempt just failed: wait for readiness first
     std::int64_t deadline_ns = kNoDeadline;  // see "Deadline" above; set before submission
-    KernelTimespec deadline_ts;    // reactor thread only: the link timeout's, until submitted
+    KernelTimespec deadline_ts;              // reactor thread only: the link timeout's, until submitted
 };
 
 /// The reactor of the runtime whose worker runs the calling thread. Throws eddy::WrongThread
@@ -152,4 +169,4 @@ private:
     StopCallback<CancelOnStop> task_;
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -45,4 +45,4 @@ struct PollWaiter : Runnable {
     bool cancelled_ = false;
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

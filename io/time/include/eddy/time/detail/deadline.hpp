@@ -32,7 +32,9 @@ inline constexpr std::int32_t kDeadlineResult = -ETIME;
 inline std::int64_t deadline_now_ns() noexcept { return clock_now_ns(); }
 
 /// The deadline of the task whose scope is `s` (kNoDeadline: none).
-inline std::int64_t deadline_of(const TaskCancellation* s) noexcept { return s != nullptr ? s->deadline_ns : kNoDeadline; }
+inline std::int64_t deadline_of(const TaskCancellation* s) noexcept {
+    return s != nullptr ? s->deadline_ns : kNoDeadline;
+}
 
 /// The deadline an I/O operation of the task whose scope is `s` carries into the kernel:
 /// deadline_of(s), except under a virtual clock, which the kernel's timeouts cannot follow
@@ -47,4 +49,4 @@ inline std::int64_t io_deadline_of(const TaskCancellation* s) noexcept {
 /// True when `deadline_ns` (not kNoDeadline) has passed: the operation must not start.
 inline bool deadline_passed(std::int64_t deadline_ns) noexcept { return deadline_ns <= deadline_now_ns(); }
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

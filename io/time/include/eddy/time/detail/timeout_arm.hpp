@@ -67,7 +67,7 @@ std::chrono::steady_clock::duration timeout_ticks(std::chrono::duration<Rep, Per
 
 /// When a with_timeout ends: at a time point, or a duration after it is awaited.
 struct TimeoutSpec {
-    std::int64_t deadline_ns = 0;                    // absolute (relative == false)
+    std::int64_t deadline_ns = 0;                   // absolute (relative == false)
     std::chrono::steady_clock::duration timeout{};  // from the await (relative == true)
     bool relative = false;
 
@@ -95,7 +95,7 @@ public:
         // May stop the scope at once, if the awaiter is cancelled already.
         if (parent_stop_ != nullptr) link_.emplace(*parent_stop_, ForwardStop{&scope_->state});
         scope_->scope.inherit(cancellation_scope_of(parent));  // recycled: set each time
-        const std::int64_t now = clock_now_ns();  // the one clock read (the runtime's)
+        const std::int64_t now = clock_now_ns();               // the one clock read (the runtime's)
         entry_.deadline_ns = spec_.relative ? add_saturated(now, spec_.timeout) : spec_.deadline_ns;
         entry_.action = TimerEntry::Action::kStop;
         entry_.timeout = scope_;
@@ -160,4 +160,4 @@ struct NoTimeoutExtra {
     void finish() noexcept {}
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -75,4 +75,4 @@ struct CancelTimer {
     void operator()() const noexcept { cancel_timer(*entry); }
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -111,4 +111,4 @@ private:
     std::atomic<bool> reading_{false};  // the read turn (begin_read)
 };
 
-} // namespace eddy::tls::detail
+}  // namespace eddy::tls::detail

@@ -81,4 +81,4 @@ struct CountedReceiver {
     }
 };
 
-} // namespace eddy::detail
+}  // namespace eddy::detail

@@ -13,7 +13,8 @@ pkgs=(g++ clang libclang-rt-14-dev meson ninja-build pkg-config
       liburing-dev libconcurrentqueue-dev doctest-dev python3
       libssl-dev openssl wrk redis-tools
       netcat-openbsd    # nc (with -N, which other netcats lack): chat_server_test's independent client
-      doxygen)          # tools/api-docs.sh: the API reference, and its check (meson test api-docs)
+      doxygen           # tools/api-docs.sh: the API reference, and its check (meson test api-docs)
+      clang-format-14)  # tools/format.sh --check (meson test tools/format): the layout of .clang-format
 if [[ "${1:-}" == --anchors ]]; then pkgs+=(cargo librust-tokio-dev libasio-dev make); fi
 missing=()
 for p in "${pkgs[@]}"; do

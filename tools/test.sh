@@ -19,8 +19,8 @@
 # build-tsan (stress/frame_pool_stress among others).
 # Task dumps (-Dtask_dump, off by default) are on in both sanitizer builds: their full tests
 # run there; `build` runs the default, where a dump lists tasks without their waits.
-# Each build's suites (but 'install', and 'compile_fail' and 'docs', which check what is
-# compiled and written, not how anything runs) then run a second time beside a CPU hog
+# Each build's suites (but 'install', and 'compile_fail', 'docs' and 'tools', which check what
+# is compiled, written and laid out, not how anything runs) then run a second time beside a CPU hog
 # (tools/beside_hog.sh: two busy loops, one per core of the CI machine): a test must hold on
 # a loaded machine, so it counts events rather than timing them, and where time is the point
 # its bound is wide. The second pass costs about four minutes and no build.
@@ -70,7 +70,7 @@ run() {  # run NAME DIR [env...]: builds DIR, runs all its suites, then the runt
     local test=(env "$@" meson test -C "$dir" --print-errorlogs --num-processes 2)
     suites "$name: testing" "${test[@]}"
     suites "$name: testing beside a CPU hog" bash tools/beside_hog.sh "${test[@]}" --no-suite install \
-        --no-suite compile_fail --no-suite docs
+        --no-suite compile_fail --no-suite docs --no-suite tools
 }
 
 setup build --buildtype=release -Dstress_tests=true

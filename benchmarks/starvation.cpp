@@ -1,10 +1,10 @@
-// benchmarks/starvation.cpp: the starvation figures of issue 11 (not a SPEC workload; eddy
+// benchmarks/starvation.cpp: the starvation figures of the cooperative budget (not a SPEC workload; eddy
 // only; run by hand: build/benchmarks/starvation). On one worker, a task loops for 3 s on an
 // operation that is always ready while a second task sleeps 10 ms in a loop; one line per
 // operation gives how often the sleeper woke (about 300 possible), its worst lateness and
 // how many operations the loop completed. Before the cooperative budget, the sleeper never
-// ran during the loop for three of the four operations (README, "Fairness and blocking
-// work").
+// ran during the loop for three of the four operations (docs/guide/01-tasks.md, "Fairness:
+// yielding and the cooperative budget").
 #include <eddy/eddy.hpp>
 
 #include <fcntl.h>

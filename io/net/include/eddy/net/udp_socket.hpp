@@ -8,10 +8,33 @@
 //! A datagram longer than the buffer is cut to it, and `truncated` says so. Errors are
 //! std::system_error carrying the errno (on a connected socket, ECONNREFUSED from a send or
 //! receive after the peer's port answered with ICMP "port unreachable").
+//!
+//! **Broadcast, hop limits and multicast.** Each setter and getter is one setsockopt or
+//! getsockopt at the level of the socket's family (IP for an IPv4 socket, IPv6 for an IPv6
+//! one), so `set_ttl` is IP_TTL or IPV6_UNICAST_HOPS:
+//!
+//!     sock.set_broadcast(true);                       // else a send to 255.255.255.255 is EACCES
+//!     sock.join_multicast(eddy::net::SocketAddr::parse("239.1.2.3:0"));   // port ignored
+//!     sock.set_multicast_ttl(4);                      // how far its own multicasts travel
+//!
+//! A group that is not a multicast address, or of the other family than the socket, is
+//! std::invalid_argument naming it; leaving a group not joined is EADDRNOTAVAIL.
+//!
+//! **What the kernel says about a datagram** (ancillary data): turn on what you want, then
+//! receive with recv_msg(), which gives Received's fields and the extra ones:
+//!
+//!     sock.set_recv_packet_info(true);   // the address it was sent to, the interface it came in on
+//!     sock.set_recv_timestamps(true);    // when the kernel received it (SO_TIMESTAMPNS)
+//!     sock.set_recv_hop_limit(true);     // the TTL / hop limit it arrived with
+//!     auto m = co_await sock.recv_msg(buf);   // m.destination, m.interface_index, m.timestamp, m.hop_limit
+//!
+//! Each is empty when not turned on (or when the kernel gave none for that datagram).
 //! @file
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <stop_token>
 
@@ -46,6 +69,49 @@ public:
     Task<Received> recv(std::span<std::byte> buf, std::stop_token token = {}) {
         return recv_from(buf, std::move(token));
     }
+
+    /// What recv_msg() got: Received's fields and what the kernel said about the datagram.
+    struct Message {
+        std::size_t size = 0;    ///< bytes stored in the buffer
+        SocketAddr from;         ///< the sender
+        bool truncated = false;  ///< the datagram was longer than the buffer
+        /// The address it was sent to (a unicast, broadcast or multicast address; port 0),
+        /// with set_recv_packet_info(true).
+        std::optional<SocketAddr> destination;
+        /// The interface it came in on (if_nametoindex's numbering), with set_recv_packet_info(true).
+        std::optional<unsigned> interface_index;
+        /// When the kernel received it (the real-time clock), with set_recv_timestamps(true).
+        std::optional<std::chrono::system_clock::time_point> timestamp;
+        /// The IPv4 TTL or IPv6 hop limit it arrived with, with set_recv_hop_limit(true).
+        std::optional<int> hop_limit;
+    };
+    /// Receives one datagram with its ancillary data (see the file comment).
+    Task<Message> recv_msg(std::span<std::byte> buf, std::stop_token token = {});
+
+    /// SO_BROADCAST: may send to a broadcast address (else such a send fails with EACCES).
+    void set_broadcast(bool on);
+    bool broadcast() const;  ///< SO_BROADCAST
+    /// The TTL (IPv4) or hop limit (IPv6) of unicast datagrams it sends, 1..255.
+    void set_ttl(int hops);
+    int ttl() const;  ///< IP_TTL or IPV6_UNICAST_HOPS
+    /// The TTL or hop limit of multicast datagrams it sends (1 unless set: the local network).
+    void set_multicast_ttl(int hops);
+    int multicast_ttl() const;  ///< IP_MULTICAST_TTL or IPV6_MULTICAST_HOPS
+    /// Whether its own multicast datagrams come back to sockets of this host (on unless set).
+    void set_multicast_loop(bool on);
+    bool multicast_loop() const;  ///< IP_MULTICAST_LOOP or IPV6_MULTICAST_LOOP
+    /// The interface its multicast datagrams leave by (0: the routing table's choice).
+    void set_multicast_interface(unsigned interface_index);
+    /// Joins multicast `group` (its port is ignored) on one interface (0: the kernel's choice).
+    void join_multicast(const SocketAddr& group, unsigned interface_index = 0);
+    /// Leaves a group joined with join_multicast (EADDRNOTAVAIL if it was not joined there).
+    void leave_multicast(const SocketAddr& group, unsigned interface_index = 0);
+    /// IP_PKTINFO or IPV6_RECVPKTINFO: recv_msg() gives the destination and interface.
+    void set_recv_packet_info(bool on);
+    /// SO_TIMESTAMPNS: recv_msg() gives when the kernel received the datagram.
+    void set_recv_timestamps(bool on);
+    /// IP_RECVTTL or IPV6_RECVHOPLIMIT: recv_msg() gives the TTL or hop limit it arrived with.
+    void set_recv_hop_limit(bool on);
 
     SocketAddr local_address() const;  ///< the address it is bound to (with the port the kernel chose for port 0)
     /// Closes the socket. A recv_from pending in another task is not woken by this (an

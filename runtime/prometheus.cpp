@@ -49,12 +49,11 @@ public:
 
     /// Starts the family `name` (without prefix; counters include their _total).
     void family(std::string_view name, const char* type, std::string_view help) {
+        // In 0.0.4 a counter's HELP and TYPE name its sample, _total included (OpenMetrics
+        // would drop the suffix there).
         name_ = std::string(prefix_) + "_" + std::string(name);
-        std::string base = name_;
-        if (std::string_view(type) == "counter" && base.size() > 6 && base.ends_with("_total"))
-            base.resize(base.size() - 6);  // HELP and TYPE name the family, samples add _total
-        out_ += "# HELP " + base + " " + escape(help, false) + "\n";
-        out_ += "# TYPE " + base + " " + type + "\n";
+        out_ += "# HELP " + name_ + " " + escape(help, false) + "\n";
+        out_ += "# TYPE " + name_ + " " + type + "\n";
     }
     void sample(std::uint64_t v, std::string_view labels = {}, std::string_view suffix = {}) {
         char num[32];

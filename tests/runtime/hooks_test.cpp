@@ -282,7 +282,9 @@ std::map<std::string, double> check_exposition(const std::string& text) {
             buckets[family + rest].emplace_back(labels.substr(le + 4, end - le - 4), v);
         }
     }
-    for (const auto& [key, bs] : buckets) {
+    for (const auto& entry : buckets) {
+        const std::string& key = entry.first;  // not a structured binding: INFO captures it
+        const auto& bs = entry.second;
         INFO(key);
         REQUIRE(!bs.empty());
         CHECK(bs.back().first == "+Inf");

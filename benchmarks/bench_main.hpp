@@ -82,9 +82,26 @@ public:
     /// The word given for choice flag `name` (or its default).
     const std::string& choice(const std::string& name) const { return chosen_.at(name); }
 
-    eddy::RuntimeConfig config() const { return eddy::RuntimeConfig{.workers = workers_}; }
+    /// The runtime's configuration. What observability costs (docs/guide/08-embedding.md,
+    /// "Observability"): EDDY_BENCH_POLL_HOOK=1 installs a trivial on_poll_start (a
+    /// thread-local count), EDDY_POLL_TIME_HISTOGRAM=1 the poll timer.
+    eddy::RuntimeConfig config() const {
+        eddy::RuntimeConfig c{.workers = workers_};
+        if (env_is_one("EDDY_BENCH_POLL_HOOK")) c.on_poll_start = [](std::size_t) { ++polls_seen(); };
+        c.poll_time_histogram = env_is_one("EDDY_POLL_TIME_HISTOGRAM");
+        return c;
+    }
 
 private:
+    static bool env_is_one(const char* name) {
+        const char* v = std::getenv(name);
+        return v != nullptr && std::strcmp(v, "1") == 0;
+    }
+    static std::uint64_t& polls_seen() {
+        thread_local std::uint64_t n = 0;
+        return n;
+    }
+
     [[noreturn]] void usage(int status, const std::string& why = {}) const {
         if (!why.empty()) std::fprintf(stderr, "%s: %s\n", bench_, why.c_str());
         std::fprintf(status == 0 ? stdout : stderr, "usage: %s [--workers N]", bench_);

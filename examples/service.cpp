@@ -13,6 +13,11 @@
 //     PING  -> PONG
 //     STATS -> one line of the runtime's metrics
 //     other -> the line upper-cased
+// A connection whose first line is an HTTP request, "GET /metrics HTTP/1.1" (a Prometheus
+// scraper, `curl http://127.0.0.1:7000/metrics`), gets one HTTP response instead: the metrics
+// in the text exposition format (RuntimeMetrics::to_prometheus), then the connection closes.
+// The same port serves both: the first line tells them apart, and a scraper needs no second
+// port to be configured and opened.
 // Signals: SIGUSR1 prints rt.metrics().to_string() on stdout and the service goes on; SIGUSR2
 // prints the live task tree (Runtime::dump(), README "Task dumps") between a header line and
 // "service: end of task dump", and the service goes on; SIGINT or
@@ -119,6 +124,21 @@ std::string answer(std::string_view line, const Service& service) {
     return upper + "\n";
 }
 
+/// The HTTP response to `GET <path>`: the metrics in Prometheus' text format for /metrics
+/// (a scraper's request), 404 otherwise. HTTP/1.0 semantics: the connection closes after it.
+std::string http_response(std::string_view path, const Service& service) {
+    std::string status = "200 OK";
+    std::string body;
+    if (path == "/metrics") {
+        body = service.rt.metrics().to_prometheus();
+    } else {
+        status = "404 Not Found";
+        body = "not found; try /metrics\n";
+    }
+    return "HTTP/1.0 " + status + "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+}
+
 eddy::Task<void> serve(eddy::net::TcpStream s, Service& service) {
     service.open.fetch_add(1, std::memory_order_relaxed);
     struct Closing {  // however the connection ends (an error goes to the group's handler)
@@ -129,7 +149,10 @@ eddy::Task<void> serve(eddy::net::TcpStream s, Service& service) {
         s.set_nodelay(true);
         std::array<std::byte, 4096> buf;
         std::string pending;  // bytes received after the last '\n'
-        for (;;) {
+        bool first_line = true;
+        std::optional<std::string> http_path;  // the connection began with "GET <path> HTTP/..."
+        bool done = false;
+        while (!done) {
             const std::size_t n = co_await eddy::with_timeout(s.read(buf), service.idle_timeout);
             if (n == 0) break;  // the peer closed its side
             pending.append(reinterpret_cast<const char*>(buf.data()), n);
@@ -138,7 +161,19 @@ eddy::Task<void> serve(eddy::net::TcpStream s, Service& service) {
             for (std::size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1) {
                 std::string_view line(pending.data() + start, nl - start);
                 if (line.ends_with('\r')) line.remove_suffix(1);
-                replies += answer(line, service);
+                if (first_line && line.starts_with("GET ")) {  // a scraper: headers follow
+                    const std::string_view rest = line.substr(4);
+                    http_path = std::string(rest.substr(0, rest.find(' ')));
+                } else if (http_path) {
+                    if (line.empty()) {  // the end of the request's headers
+                        replies = http_response(*http_path, service);
+                        done = true;
+                        break;
+                    }
+                } else {
+                    replies += answer(line, service);
+                }
+                first_line = false;
             }
             pending.erase(0, start);
             if (pending.size() > 64 * 1024) {  // no line is that long: not our protocol

@@ -2,6 +2,7 @@
 // join protocol that finish_root implements).
 #include "scheduler.hpp"
 
+#include "hooks.hpp"
 #include "settings.hpp"
 #include "thread_waiter.hpp"
 
@@ -244,19 +245,29 @@ void Scheduler::spawn(PromiseBase& p, std::coroutine_handle<> frame) {
     h->state.store(2 * FrameHeader::kRefOne, std::memory_order_relaxed);  // frame + handle
     h->home_id = id_;
     p.set_finish(&root_hook_);
+    void* item = frame.address();
+    if (task_hooks_) [[unlikely]]
+        item = note_spawn(h, item);
     if (local) {
         w->stats().spawned.add();
         registry_.insert(h, w->index());
         // The new task runs next here; wake a helper only for the task it displaced.
-        if (w->schedule_next(frame.address()) && workers_.size() > 1) notify_parked();
+        if (w->schedule_next(item) && workers_.size() > 1) notify_parked();
         return;
     }
     registry_.insert(h, reinterpret_cast<std::uintptr_t>(h) / alignof(FrameHeader));
     external_spawned_.fetch_add(1, std::memory_order_relaxed);
-    global_spawns_.push(frame.address());
+    global_spawns_.push(item);
     notify_parked();
     // Release: pairs with shutdown()'s acquire load; our push happens before its drain.
     external_.fetch_sub(1, std::memory_order_release);
+}
+
+void* Scheduler::note_spawn(FrameHeader* h, void* item) {
+    if (config_.on_task_spawn) call_task_hook(config_.on_task_spawn, "on_task_spawn", h);
+    // The worker that takes a tagged item calls on_task_first_poll (Worker::before_poll).
+    if (!config_.on_task_first_poll) return item;
+    return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(item) | Worker::kFirstPollTag);
 }
 
 void Scheduler::schedule_item(void* item) noexcept {
@@ -334,6 +345,8 @@ void Scheduler::report_unobserved(std::uint64_t scheduler_id, const std::excepti
 std::coroutine_handle<> Scheduler::finish_root(void* ctx, PromiseBase& p, std::coroutine_handle<> self) noexcept {
     auto* sched = static_cast<Scheduler*>(ctx);
     FrameHeader* h = header_of(self.address());
+    if (sched->config_.on_task_complete) [[unlikely]]
+        call_task_hook(sched->config_.on_task_complete, "on_task_complete", h);
     sched->registry_.remove(h);
     if (Worker* w = current_worker(); w != nullptr && &w->scheduler() == sched) {
         w->stats().completed.add();

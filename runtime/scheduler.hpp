@@ -173,8 +173,13 @@ private:
     static constexpr std::uint64_t kClosed = std::uint64_t{1} << 63;
 
     void cancel(FrameHeader* h) noexcept;
+    /// A spawn with a task hook set: calls on_task_spawn; returns the item to queue (tagged
+    /// for on_task_first_poll).
+    void* note_spawn(FrameHeader* h, void* item);
 
     const RuntimeConfig config_;
+    // on_task_spawn or on_task_first_poll set: spawn() calls note_spawn.
+    const bool task_hooks_ = config_.on_task_spawn || config_.on_task_first_poll;
     const std::uint64_t id_;
     Runtime* runtime_ = nullptr;                      // set before start(): never changes while a thread runs
     const FinishHook root_hook_{&finish_root, this};  // every root task's completion

@@ -1,6 +1,7 @@
 // runtime/worker.cpp: see worker.hpp for the run loop.
 #include "worker.hpp"
 
+#include "hooks.hpp"
 #include "scheduler.hpp"
 
 #include <eddy/runtime/detail/coop_budget.hpp>
@@ -23,8 +24,11 @@ Worker* current_worker() noexcept { return t_worker; }
 
 Worker::Worker(Scheduler& scheduler, std::size_t index)
     : sched_(scheduler), index_(index), unwatched_(&scheduler.unwatched_flag()),
-      watch_every_poll_(scheduler.config().slow_poll_threshold.count() > 0), deque_(kLocalQueueCapacity),
-      wakes_(kWakeQueueCapacity), wake_producer_(scheduler.global_wakes()), wake_consumer_(scheduler.global_wakes()),
+      watch_every_poll_(scheduler.config().slow_poll_threshold.count() > 0),
+      instrumented_(scheduler.config().on_poll_start || scheduler.config().on_poll_end ||
+                    scheduler.config().on_task_first_poll || scheduler.config().poll_time_histogram),
+      time_polls_(scheduler.config().poll_time_histogram), deque_(kLocalQueueCapacity), wakes_(kWakeQueueCapacity),
+      wake_producer_(scheduler.global_wakes()), wake_consumer_(scheduler.global_wakes()),
       spawn_producer_(scheduler.global_spawns()), spawn_consumer_(scheduler.global_spawns()),
       global_queue_interval_(scheduler.config().global_queue_interval), global_countdown_(global_queue_interval_),
       rng_(0x9E3779B97F4A7C15ull * (index + 1)) {}
@@ -49,6 +53,9 @@ void Worker::run() {
             continue;
         }
         if (searching_) leave_searching();
+        std::uint64_t started = 0;
+        if (instrumented_) [[unlikely]]
+            started = before_poll(task);
         sched_.pause().point(index_, task);  // a task dump (worker_pause.hpp)
         stats_.polled.add();
         t_coop_budget = kCoopBudget;  // every poll starts with a full budget
@@ -59,8 +66,26 @@ void Worker::run() {
         // nobody else will resume or run: whoever queued it handed that right over.
         run_queue_item(task);
         poll_seq_.store(seq + 2, std::memory_order_relaxed);
+        if (instrumented_) [[unlikely]]
+            after_poll(started);
     }
     t_worker = nullptr;
+}
+
+std::uint64_t Worker::before_poll(void*& task) {
+    const RuntimeConfig& c = sched_.config();
+    if ((reinterpret_cast<std::uintptr_t>(task) & kFirstPollTag) != 0) {
+        task = untag_first_poll(task);
+        call_task_hook(c.on_task_first_poll, "on_task_first_poll", header_of(task));
+    }
+    if (c.on_poll_start) call_worker_hook(c.on_poll_start, "on_poll_start", index_);
+    return time_polls_ ? sched_ticks() : 0;
+}
+
+void Worker::after_poll(std::uint64_t started) {
+    if (time_polls_) poll_time_.record(started, sched_ticks());
+    const RuntimeConfig& c = sched_.config();
+    if (c.on_poll_end) call_worker_hook(c.on_poll_end, "on_poll_end", index_);
 }
 
 void* Worker::next_task() {
@@ -385,6 +410,7 @@ WorkerMetrics Worker::metrics() const noexcept {
     m.budget_yields = stats_.budget_yields.get();
     m.local_queue_depth = deque_.size() + wakes_.size();
     m.scheduling_delay = delay_.snapshot();
+    m.poll_time = poll_time_.snapshot();
     return m;
 }
 

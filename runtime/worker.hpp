@@ -175,6 +175,10 @@ public:
     /// The thread body.
     void run();
 
+    /// A spawned root frame not polled yet, queued so only when on_task_first_poll is set
+    /// (Scheduler::spawn): frames are 16-aligned, and this bit is never set otherwise.
+    static constexpr std::uintptr_t kFirstPollTag = 4;
+
     /// Owner thread: makes the spawned `task` the next to run here (the LIFO slot). Returns
     /// true when this displaced an earlier task into its queue, i.e. when a helper could
     /// take one.
@@ -221,10 +225,11 @@ public:
     template <class F>
     void for_each_queued(F&& f) const {
         // Acquire: pairs with the release half of the exchanges that filled the slot.
-        if (void* t = lifo_slot_.load(std::memory_order_acquire)) f(untag(t));
+        if (void* t = lifo_slot_.load(std::memory_order_acquire)) f(untag_first_poll(untag(t)));
         auto task_of = [&f](const QueueItem& item) { f(item.task); };
         wakes_.for_each_quiescent(task_of);
-        deque_.for_each_quiescent(f);
+        auto spawned = [&f](void* t) { f(untag_first_poll(t)); };
+        deque_.for_each_quiescent(spawned);
         for (void* t : deferred_) f(t);
     }
 
@@ -239,6 +244,9 @@ private:
     // displaced), not spawned. Frames are 16-aligned and Runnables 8-aligned; bit 0 is the
     // Runnable tag (scheduler_api.hpp), which stays as it is.
     static constexpr std::uintptr_t kWokenTag = 2;
+    static void* untag_first_poll(void* item) noexcept {
+        return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(item) & ~kFirstPollTag);
+    }
     static void* untag(void* tagged) noexcept {
         return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(tagged) & ~kWokenTag);
     }
@@ -298,6 +306,10 @@ private:
     /// A task of the global wake queue, if it may hold one and fewer than kMaxGlobalRun ran
     /// since the last pop of a local queue; else nullptr.
     void* take_global_wake();
+    /// The hooks and the poll timer around one poll (RuntimeConfig::on_poll_start, ...):
+    /// before_poll untags `task` and returns the poll's start (0: not timed).
+    std::uint64_t before_poll(void*& task);
+    void after_poll(std::uint64_t started);
     /// The next task of the wake queue or the spawn deque (they take turns), or nullptr.
     /// `now`: a clock reading just taken, or 0.
     void* take_queued(std::uint64_t now = 0);
@@ -318,8 +330,12 @@ private:
     const std::size_t index_;
     const std::atomic<bool>* const unwatched_;  // Scheduler::unwatched_flag()
     const bool watch_every_poll_;               // slow_poll_threshold set: see park()
-    ChaseLevDeque<void*> deque_;                // spawned tasks: the owner pops the newest
-    ChaseLevDeque<QueueItem> wakes_;            // woken tasks: the owner pops the oldest
+    // A poll hook, the first-poll hook or the poll timer is set: before_poll/after_poll run.
+    // Read once per poll next to poll_seq_'s line; constant, so the branch predicts.
+    const bool instrumented_;
+    const bool time_polls_;           // RuntimeConfig::poll_time_histogram
+    ChaseLevDeque<void*> deque_;      // spawned tasks: the owner pops the newest
+    ChaseLevDeque<QueueItem> wakes_;  // woken tasks: the owner pops the oldest
     Parker parker_;
     InjectQueue::ProducerToken wake_producer_;  // Scheduler::global_wakes()
     InjectQueue::ConsumerToken wake_consumer_;
@@ -360,6 +376,7 @@ private:
     std::uint64_t rng_;
     WorkerStats stats_;
     SchedDelayRecorder delay_;
+    SchedDelayRecorder poll_time_;  // the same recorder, fed with (poll start, poll end)
 };
 
 /// The worker running on the calling thread, or nullptr.

@@ -12,6 +12,7 @@ pkgs=(g++ clang libclang-rt-14-dev meson ninja-build pkg-config
       cmake   # tests/install/cmake_test.sh: find_package(eddy) from a CMake project
       liburing-dev libconcurrentqueue-dev doctest-dev python3
       libssl-dev openssl wrk redis-tools
+      curl              # service_test scrapes examples/service's /metrics as a Prometheus server would
       netcat-openbsd    # nc (with -N, which other netcats lack): chat_server_test's independent client
       doxygen           # tools/api-docs.sh: the API reference, and its check (meson test api-docs)
       clang-format-14)  # tools/format.sh --check (meson test tools/format): the layout of .clang-format

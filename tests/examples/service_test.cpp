@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <sstream>
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
@@ -68,7 +70,66 @@ void check_metrics_block(const std::string& block, const std::string& title, std
     CHECK(block.find("\nblocking: threads=") != std::string::npos);
 }
 
+/// The output of `command` (a shell command line), and its exit status in `*status`.
+std::string run(const std::string& command, int* status) {
+    std::string out;
+    FILE* p = ::popen(command.c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    *status = ::pclose(p);
+    return out;
+}
+
+/// The sum over workers of `eddy_<family>{worker="N"} value` lines in an exposition.
+std::uint64_t sum_over_workers(const std::string& text, const std::string& family) {
+    std::uint64_t sum = 0;
+    std::istringstream in(text);
+    const std::string start = family + "{worker=\"";
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind(start, 0) != 0) continue;
+        sum += std::stoull(line.substr(line.rfind(' ') + 1));
+    }
+    return sum;
+}
+
 }  // namespace
+
+TEST_CASE("GET /metrics on the service's port: Prometheus text, scraped with curl") {
+    int status = 0;
+    (void)run("curl --version >/dev/null 2>&1", &status);
+    if (status != 0) {
+        MESSAGE("curl is not installed (tools/install-deps.sh installs it): test skipped");
+        return;
+    }
+    Service service({"EDDY_WORKERS=2"});
+    const std::uint16_t port = service.port();
+    const std::string url = "http://127.0.0.1:" + std::to_string(port);
+    const std::string curl = "curl -sS --max-time 20 ";
+    const std::string first = run(curl + url + "/metrics", &status);
+    INFO("first scrape:\n" << first);
+    REQUIRE(status == 0);
+    CHECK(first.find("# TYPE eddy_tasks_spawned_total counter\n") != std::string::npos);
+    CHECK(first.find("\neddy_workers 2\n") != std::string::npos);
+    CHECK(first.find("\neddy_worker_polls_total{worker=\"1\"} ") != std::string::npos);
+    CHECK(first.find("\neddy_worker_scheduling_delay_seconds_bucket{worker=\"0\",le=\"+Inf\"} ") != std::string::npos);
+    // Load between the scrapes: requests on a line connection (the same port).
+    Client a(port);
+    for (int i = 0; i < 20; ++i) CHECK(a.request("PING\n", 1) == "PONG\n");
+    const std::string second = run(curl + url + "/metrics", &status);
+    REQUIRE(status == 0);
+    // The service spawns no root task per request (connections are TaskGroup members), so
+    // tasks_spawned_total stays; the polls grow (not one per request: a read that finds
+    // its bytes ready does not suspend).
+    CHECK(sum_over_workers(second, "eddy_worker_polls_total") > sum_over_workers(first, "eddy_worker_polls_total"));
+    CHECK(run(curl + "-o /dev/null -w '%{http_code}' " + url + "/other", &status) == "404");
+    CHECK(a.request("PING\n", 1) == "PONG\n");  // the line protocol goes on beside it
+
+    service.signal(SIGTERM);
+    const std::optional<Exit> e = service.wait_exit();
+    REQUIRE(e.has_value());
+    CHECK(e->status == 0);
+}
 
 TEST_CASE("service answers PING, STATS and echoes upper-cased, on several connections") {
     Service service({"EDDY_WORKERS=2"});

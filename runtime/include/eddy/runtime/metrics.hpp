@@ -11,6 +11,11 @@
 //! quiescent (every spawned task finished, nothing queued), they add up exactly:
 //!     tasks_spawned == tasks_completed + tasks_alive      (and tasks_alive == 0)
 //!     sum of tasks_stolen over workers == tasks the other workers lost to steals
+//! Prometheus: `m.to_prometheus()` renders a snapshot in the text exposition format, for a
+//! `/metrics` endpoint (examples/service.cpp serves one). Histograms: the scheduling delay
+//! (always on) and the poll time (RuntimeConfig::poll_time_histogram), per worker. Hooks
+//! around spawns, polls and completions are RuntimeConfig's on_task_* and on_poll_* (see
+//! docs/guide/08-embedding.md, "Observability").
 //! "Tasks" in the spawn figures are root tasks (eddy::spawn, Runtime::spawn, block_on);
 //! tasks_polled counts every resumption of every frame (awaited children, when_all/when_any
 //! children and TaskGroup members included).
@@ -20,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <eddy/runtime/histogram.hpp>
@@ -47,6 +53,10 @@ struct WorkerMetrics {
     /// the wake-up, or from the moment a task left the LIFO slot, to the poll; tasks that ran
     /// straight from the slot are not counted). Always on: one clock read per timed task.
     DurationHistogram scheduling_delay;
+    /// How long each poll ran on this worker (from the resumption of a queued frame to its
+    /// suspension). Only with RuntimeConfig::poll_time_histogram (two clock reads per poll);
+    /// empty otherwise.
+    DurationHistogram poll_time;
 };
 
 /// What the reactor thread did (the io_uring ring). Counters since the runtime started;
@@ -93,6 +103,13 @@ struct RuntimeMetrics {
     /// A human-readable multi-line rendering (one line for the runtime, one per worker, one
     /// for the reactor), for logs and SIGUSR1 handlers.
     std::string to_string() const;
+    /// The Prometheus text exposition format (0.0.4), every figure under `prefix`_ (a valid
+    /// metric name prefix: letters, digits, '_' and ':', not starting with a digit, else
+    /// std::invalid_argument): counters as `<prefix>_<name>_total`, gauges, per-worker figures
+    /// with a `worker="N"` label, histograms in seconds as cumulative `_bucket{le="..."}`
+    /// series (one per power of two) with `_sum` and `_count`. Serve it with the content type
+    /// `text/plain; version=0.0.4`.
+    std::string to_prometheus(std::string_view prefix = "eddy") const;
 };
 
 }  // namespace eddy

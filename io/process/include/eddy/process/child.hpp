@@ -26,6 +26,7 @@
 
 #include <sys/types.h>
 
+#include <csignal>  // SIGKILL, SIGTERM... for signal() and ExitStatus::signal()
 #include <optional>
 #include <stop_token>
 

@@ -16,6 +16,9 @@
 //! a wait() cancelled through its token or the task's cancellation throws
 //! eddy::OperationCancelled and reaps nothing: the child can be waited for again.
 //!
+//! One task at a time may call wait(), try_wait(), kill() or signal() on a Child; the three
+//! streams are independent (one task may write stdin while another reads stdout).
+//!
 //! Dropping a Child that has not been waited for (Tokio's default): the child keeps running
 //! (unless Command::kill_on_drop(true), which sends it SIGKILL) and is reaped in the
 //! background, so it does not stay a zombie: on a runtime worker, by a detached task waiting

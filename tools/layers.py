@@ -9,8 +9,8 @@ the code that would break them compiles:
      (every public root is on a user's path, so <eddy/net/...> from a runtime header would
      compile and quietly turn the layers upside down).
   2. Inside io/, the folders share one library and one private root: reactor/ and time/ (the
-     driver) name nothing of net/, fs/ or streams/, public or private; fs/ and streams/ name
-     no private header of net/.
+     driver) name nothing of net/, fs/, streams/ or process/, public or private; fs/, streams/
+     and process/ name no private header of net/.
   3. No source reaches another folder through a relative path ("../runtime/worker.hpp").
 
 Prints each violation as FILE:LINE: message, and exits 1 if there is any. --self-test
@@ -28,7 +28,8 @@ LAYERS = [
     ("tasks", ["eddy/tasks/"]),
     ("runtime", ["eddy/runtime/"]),
     ("sync", ["eddy/sync/"]),
-    ("io", ["eddy/io/", "eddy/time/", "eddy/net/", "eddy/fs/", "eddy/eddy.hpp", "eddy/config.hpp"]),
+    ("io", ["eddy/io/", "eddy/time/", "eddy/net/", "eddy/fs/", "eddy/process/", "eddy/eddy.hpp",
+            "eddy/config.hpp"]),
     ("tls", ["eddy/tls/"]),
 ]
 # Where each layer's public headers live (source-relative).
@@ -37,7 +38,7 @@ PUBLIC_ROOTS = {
     "runtime": ["runtime/include"],
     "sync": ["runtime/sync/include"],
     "io": ["io/include", "io/reactor/include", "io/time/include", "io/net/include", "io/fs/include",
-           "io/streams/include"],
+           "io/streams/include", "io/process/include"],
     "tls": ["io/tls/include"],
 }
 # The io/ concepts: their folders, and the public prefixes they own.
@@ -48,6 +49,7 @@ IO_CONCEPTS = {
     "net": ("io/net/", ["eddy/net/"]),
     "fs": ("io/fs/", ["eddy/fs/"]),
     "streams": ("io/streams/", []),  # <eddy/io/...> other than the reactor's detail headers
+    "process": ("io/process/", ["eddy/process/"]),
 }
 DRIVER = {"reactor", "time"}
 
@@ -105,13 +107,13 @@ def check(root):
                 continue
             if kind == '"':
                 target = name.split("/", 1)[0] if "/" in name else None
-                if concept in DRIVER and target in ("net", "fs", "streams"):
+                if concept in DRIVER and target in ("net", "fs", "streams", "process"):
                     problems.append((path, n, f'io/{concept}/ includes "{name}": the driver names nothing of {target}/'))
-                elif concept in ("fs", "streams") and target == "net":
+                elif concept in ("fs", "streams", "process") and target == "net":
                     problems.append((path, n, f'io/{concept}/ includes "{name}", a private header of net/'))
             elif concept in DRIVER:
                 target = io_concept_of_public(name)
-                if target in ("net", "fs", "streams"):
+                if target in ("net", "fs", "streams", "process"):
                     problems.append((path, n, f"io/{concept}/ includes <{name}>: the driver names nothing of {target}/"))
     return problems
 

@@ -46,6 +46,8 @@
 #include <eddy/net/unix_datagram.hpp>
 #include <eddy/net/unix_listener.hpp>
 #include <eddy/net/unix_stream.hpp>
+#include <eddy/process/child.hpp>
+#include <eddy/process/command.hpp>
 #include <eddy/runtime/abort_handle.hpp>
 #include <eddy/sync/barrier.hpp>
 #include <eddy/sync/broadcast.hpp>

@@ -49,16 +49,15 @@
 #include <eddy/io/stream.hpp>
 #include <eddy/tasks/task.hpp>
 
-namespace eddy::io {
-
-namespace detail {
+namespace eddy::detail {
 
 /// The next item of `dec` over `stream` through `buf` (see the file comment); `eof` is set
 /// when the stream has ended.
 template <class S, class D>
-Task<std::optional<typename D::Item>> framed_next(S& stream, D& dec, ByteBuffer& buf, bool& eof, std::size_t chunk) {
+Task<std::optional<typename D::Item>> framed_next(S& stream, D& dec, io::ByteBuffer& buf, bool& eof,
+                                                  std::size_t chunk) {
     for (;;) {
-        if (eof) co_return io::decode_eof(dec, buf);
+        if (eof) co_return eddy::io::decode_eof(dec, buf);
         if (auto item = dec.decode(buf)) co_return item;
         // Into the room there is (moving what is held to the front), growing by `chunk` only
         // when less than half of it is left: what is held is less than one item.
@@ -71,18 +70,18 @@ Task<std::optional<typename D::Item>> framed_next(S& stream, D& dec, ByteBuffer&
 }
 
 template <class S>
-Task<void> framed_flush(S& stream, ByteBuffer& buf);
+Task<void> framed_flush(S& stream, io::ByteBuffer& buf);
 
 /// Encodes `item` into `buf`, then writes it all when it holds `high_water` bytes or more.
 template <class S, class E, class Item>
-Task<void> framed_feed(S& stream, E& enc, ByteBuffer& buf, std::size_t high_water, const Item& item) {
+Task<void> framed_feed(S& stream, E& enc, io::ByteBuffer& buf, std::size_t high_water, const Item& item) {
     enc.encode(item, buf);
     if (buf.size() >= high_water) co_await framed_flush(stream, buf);
 }
 
 /// Writes `buf` to `stream` until it is empty, consuming what each write took.
 template <class S>
-Task<void> framed_flush(S& stream, ByteBuffer& buf) {
+Task<void> framed_flush(S& stream, io::ByteBuffer& buf) {
     while (!buf.empty()) {
         const std::size_t n = co_await stream.write(buf.data());
         if (n == 0)
@@ -92,7 +91,9 @@ Task<void> framed_flush(S& stream, ByteBuffer& buf) {
     }
 }
 
-}  // namespace detail
+}  // namespace eddy::detail
+
+namespace eddy::io {
 
 /// The read buffer's first size, unless told: 8 KiB.
 inline constexpr std::size_t kFramedReadCapacity = 8192;

@@ -34,12 +34,13 @@
 //
 // Per client (one connection task of examples/support/tcp_server.hpp, which gives the command
 // line, the listener and the SIGINT/SIGTERM shutdown):
-//   reader  reads lines through an io::BufReader bounded to 4 KiB a line and sends each into
-//           the room's broadcast::Sender; at the end of its input it closes the outbox;
+//   reader  reads lines through an io::FramedRead with an io::LinesCodec bounded to 4 KiB a
+//           line and sends each into the room's broadcast::Sender; at the end of its input it
+//           closes the outbox;
 //   pump    receives from the client's broadcast::Receiver and try_send's each line into the
 //           outbox (an eddy::Channel of 1024 lines): it never waits for the client;
-//   writer  drains the outbox into the socket through an io::BufWriter: whatever is queued
-//           goes out in one write.
+//   writer  drains the outbox into the socket through an io::FramedWrite with the same codec:
+//           whatever is queued is fed, then goes out in one write.
 // Reader and writer run under when_all inside a TaskGroup that also holds the pump; a drop
 // cancels the group, which closes the connection.
 //
@@ -73,10 +74,14 @@ constexpr std::size_t kMaxLine = 4096;         // a line, its "\n" included
 constexpr std::size_t kRoomCapacity = 4096;    // lines in a room's broadcast ring
 constexpr std::size_t kOutboxCapacity = 1024;  // lines queued for one client
 constexpr std::size_t kMaxRoomName = 64;
+constexpr std::size_t kWriteHighWater = 16384;  // bytes fed before the writer writes unasked
 
-/// A line as it goes out, "\n" included; shared by every outbox it is queued in.
+/// A line as it goes out, without its "\n" (the codec adds it); shared by every outbox it is
+/// queued in.
 using Line = std::shared_ptr<const std::string>;
 using Outbox = eddy::Channel<Line>;
+using LineReader = eddy::io::FramedRead<eddy::net::TcpStream, eddy::io::LinesCodec>;
+using LineWriter = eddy::io::FramedWrite<eddy::net::TcpStream, eddy::io::LinesCodec>;
 
 struct Stats {
     std::atomic<std::uint64_t> clients{0};    // connections accepted
@@ -151,15 +156,11 @@ std::optional<std::string> parse_join(std::string_view line) {
 /// Sends the client's lines into its room until its input ends or breaks the protocol (then
 /// `too_long` is set); either way it closes the outbox, so the writer ends after what is
 /// queued, and the pump stops queuing (ChannelClosed).
-eddy::Task<void> read_lines(eddy::io::BufReader<eddy::net::TcpStream>& in, Room& room, Outbox& outbox, bool& too_long) {
-    std::string line;
+eddy::Task<void> read_lines(LineReader& in, Room& room, Outbox& outbox, bool& too_long) {
     try {
-        while (co_await in.read_line(line)) {
-            if (line.empty()) continue;
-            auto text = std::make_shared<std::string>();
-            text->reserve(line.size() + 1);
-            text->append(line).push_back('\n');
-            room.tx.send(std::move(text));
+        while (std::optional<std::string> line = co_await in.next()) {
+            if (line->empty()) continue;
+            room.tx.send(std::make_shared<const std::string>(std::move(*line)));
             g_stats.lines_in.fetch_add(1, std::memory_order_relaxed);
         }
     } catch (const eddy::io::LineTooLong&) {
@@ -203,20 +204,18 @@ eddy::Task<void> pump(eddy::broadcast::Receiver<Line>& rx, Outbox& outbox, eddy:
 /// goes out in one write. Then, if the reader met a line over the limit, the answer: the last
 /// thing the client gets (queued by the reader instead, it could be overtaken by a line the
 /// pump queued on another worker between the answer and the close).
-eddy::Task<void> write_lines(eddy::net::TcpStream& s, Outbox& outbox, const bool& too_long) {
-    eddy::io::BufWriter out(s, 16384);
+eddy::Task<void> write_lines(LineWriter& out, Outbox& outbox, const bool& too_long) {
     while (std::optional<Line> line = co_await outbox.receive()) {
         std::uint64_t n = 0;
         do {
-            co_await out.write_all(**line);
+            co_await out.feed(**line);
             ++n;
         } while ((line = outbox.try_receive()));
         co_await out.flush();
         g_stats.lines_out.fetch_add(n, std::memory_order_relaxed);
     }
     if (too_long) {
-        co_await out.write_all(std::string_view("ERR line too long\n"));
-        co_await out.flush();
+        co_await out.send(std::string_view("ERR line too long"));
         g_stats.lines_out.fetch_add(1, std::memory_order_relaxed);
     }
 }
@@ -224,31 +223,31 @@ eddy::Task<void> write_lines(eddy::net::TcpStream& s, Outbox& outbox, const bool
 eddy::Task<void> serve_chat(eddy::net::TcpStream s) {
     g_stats.clients.fetch_add(1, std::memory_order_relaxed);
     s.set_nodelay(true);
-    eddy::io::BufReader in(s, 8192, kMaxLine);
-    std::string line;
+    LineReader in(s, eddy::io::LinesCodec(kMaxLine));
+    LineWriter out(s, eddy::io::LinesCodec(kMaxLine), kWriteHighWater);
     std::optional<std::string> room;
     std::string_view refusal;
     try {
-        if (!co_await in.read_line(line)) co_return;
-        room = parse_join(line);
-        if (!room) refusal = "ERR expected JOIN <room>\n";
+        const std::optional<std::string> line = co_await in.next();
+        if (!line) co_return;
+        room = parse_join(*line);
+        if (!room) refusal = "ERR expected JOIN <room>";
     } catch (const eddy::io::LineTooLong&) {
-        refusal = "ERR line too long\n";
+        refusal = "ERR line too long";
     }
     if (!refusal.empty()) {
-        co_await s.write_all(refusal);
+        co_await out.send(refusal);
         co_return;  // the socket closes as this frame goes
     }
     Rooms::Membership member(g_rooms, *room);
     // The answer goes out before the writer starts, so nothing else writes yet; the lines
     // sent to the room from here on are queued in the receiver meanwhile.
-    const std::string joined = "JOINED " + *room + "\n";
-    co_await s.write_all(std::string_view(joined));
+    co_await out.send("JOINED " + *room);
     Outbox outbox(kOutboxCapacity);
     bool too_long = false;  // set by the reader, answered by the writer
     co_await eddy::task_group([&](eddy::TaskGroup& group) -> eddy::Task<void> {
         group.spawn(pump(member.receiver(), outbox, group));
-        co_await eddy::when_all(read_lines(in, member.room(), outbox, too_long), write_lines(s, outbox, too_long));
+        co_await eddy::when_all(read_lines(in, member.room(), outbox, too_long), write_lines(out, outbox, too_long));
         group.cancel();  // the pump, waiting for the room's next line
     });
 }

@@ -1,5 +1,5 @@
 // examples/kv_server.cpp: a key-value server speaking a subset of the Redis protocol (RESP2),
-// enough for redis-cli and redis-benchmark, on eddy's buffered streams.
+// enough for redis-cli and redis-benchmark, on eddy's framed streams (a RESP io::Decoder).
 //
 //     kv_server [--host ADDR] [--port N] [--workers N]
 //     redis-benchmark -p 7878 -t set,get -n 100000 -c 50 -P 16 -q
@@ -16,7 +16,7 @@
 //     longer than 2 MiB together, an array of more than 1024 elements) gets
 //     "-ERR Protocol error: ..." and the connection is closed, as Redis does.
 //   * What a peer can make the server hold: per connection, its two 16 KiB buffers (the
-//     reader's grows to 64 KiB for a long line) and the request being received, which grows
+//     read buffer grows to about 64 KiB for a long line) and the request being received, which grows
 //     with the bytes that actually came (a length announced in "$N" is checked, never
 //     allocated up front) and is at most 2 MiB of data; so 300 connections that each announce a
 //     1 MiB value and send one byte of it cost about 12 MiB, not 313. Redis allows 512 MiB
@@ -37,6 +37,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -94,60 +95,94 @@ std::optional<long long> parse_int(std::string_view text, long long lo, long lon
     return n;
 }
 
-/// Reads one request into `args`; false at end of stream (between requests), a
-/// ProtocolError for what cannot be parsed.
-template <class Reader>
-eddy::Task<std::optional<ProtocolError>> read_command(Reader& in, std::string& line, std::vector<std::string>& args,
-                                                      bool& more) {
-    args.clear();
-    more = false;
-    try {
-        if (!co_await in.read_line(line)) co_return std::nullopt;
-    } catch (const eddy::io::LineTooLong&) {
-        co_return ProtocolError{"too big inline request"};
-    }
-    if (line.empty() || line[0] != '*') {  // inline: words separated by spaces
-        for (std::size_t at = 0; at < line.size();) {
-            const std::size_t end = std::min(line.find(' ', at), line.size());
-            if (end > at) args.emplace_back(line, at, end - at);
-            at = end + 1;
+/// RESP requests cut out of the bytes received (an io::Decoder for io::FramedRead): each item
+/// is one request's words, empty for an empty inline line. A protocol error is thrown as
+/// ProtocolError. What it has parsed of a request is consumed from the buffer at once and
+/// kept here, a bulk string growing with the bytes that came (never to its announced length
+/// up front), so the read buffer holds at most one line and one read.
+class RespDecoder {
+public:
+    using Item = std::vector<std::string>;
+
+    std::optional<Item> decode(eddy::io::ByteBuffer& in) {
+        for (;;) {
+            if (want_ > 0) {  // inside a bulk string: take what came of it
+                const std::string_view here = in.view().substr(0, want_);
+                args_.back().append(here);
+                in.consume(here.size());
+                want_ -= here.size();
+                if (want_ > 0) return std::nullopt;
+                std::string& arg = args_.back();
+                if (arg[arg.size() - 2] != '\r' || arg.back() != '\n') throw ProtocolError{"bulk string without CRLF"};
+                arg.resize(arg.size() - 2);
+                if (args_.size() == count_) return finish();
+            }
+            const std::optional<std::string_view> line = take_line(in);
+            if (!line) return std::nullopt;
+            if (count_ == 0 && (line->empty() || (*line)[0] != '*')) {  // inline: words separated by spaces
+                for (std::size_t at = 0; at < line->size();) {
+                    const std::size_t end = std::min(line->find(' ', at), line->size());
+                    if (end > at) args_.emplace_back(line->substr(at, end - at));
+                    at = end + 1;
+                }
+                in.consume(line_bytes_);
+                return finish();
+            }
+            if (count_ == 0) {
+                const auto count = parse_int(line->substr(1), -1, kMaxArgs);
+                if (!count) throw ProtocolError{"invalid multibulk length"};
+                in.consume(line_bytes_);
+                if (*count <= 0) return finish();  // "*0" and "*-1": a request of no words
+                count_ = static_cast<std::size_t>(*count);
+                continue;
+            }
+            if (line->empty() || (*line)[0] != '$') throw ProtocolError{"expected '$'"};
+            const auto len = parse_int(line->substr(1), 0, kMaxBulk);
+            if (!len) throw ProtocolError{"invalid bulk length"};
+            request_ += static_cast<std::size_t>(*len);
+            if (request_ > kMaxRequest) throw ProtocolError{"too big request"};
+            in.consume(line_bytes_);
+            args_.emplace_back();
+            want_ = static_cast<std::size_t>(*len) + 2;  // with its CRLF
         }
-        more = true;
-        co_return std::nullopt;
     }
-    const auto count = parse_int(std::string_view(line).substr(1), -1, kMaxArgs);
-    if (!count) co_return ProtocolError{"invalid multibulk length"};
-    std::size_t request = 0;  // the bulk lengths announced so far
-    for (long long i = 0; i < *count; ++i) {
-        bool got = false;
-        try {
-            got = co_await in.read_line(line);
-        } catch (const eddy::io::LineTooLong&) {
-            co_return ProtocolError{"too big bulk count string"};
-        }
-        if (!got) co_return ProtocolError{"unexpected end of stream"};
-        if (line.empty() || line[0] != '$') co_return ProtocolError{"expected '$'"};
-        const auto len = parse_int(std::string_view(line).substr(1), 0, kMaxBulk);
-        if (!len) co_return ProtocolError{"invalid bulk length"};
-        request += static_cast<std::size_t>(*len);
-        if (request > kMaxRequest) co_return ProtocolError{"too big request"};
-        // The string grows with the bytes that came, never to the announced length up front:
-        // a peer that announces 1 MiB and sends 1 byte makes the server hold 1 byte.
-        std::string& arg = args.emplace_back();
-        const std::size_t want = static_cast<std::size_t>(*len) + 2;  // with its CRLF
-        while (arg.size() < want) {
-            const auto chunk = co_await in.fill_buf();
-            if (chunk.empty()) co_return ProtocolError{"unexpected end of stream"};
-            const std::size_t n = std::min(chunk.size(), want - arg.size());
-            arg.append(reinterpret_cast<const char*>(chunk.data()), n);
-            in.consume(n);
-        }
-        if (arg[arg.size() - 2] != '\r' || arg.back() != '\n') co_return ProtocolError{"bulk string without CRLF"};
-        arg.resize(arg.size() - 2);
+
+    /// At the end of the stream: a last inline line without "\n" is a request; the end
+    /// inside a request is a protocol error.
+    std::optional<Item> decode_eof(eddy::io::ByteBuffer& in) {
+        if (auto request = decode(in)) return request;
+        if (count_ > 0 || want_ > 0) throw ProtocolError{"unexpected end of stream"};
+        if (in.empty()) return std::nullopt;
+        in.append(std::string_view("\n"));
+        return decode(in);
     }
-    more = true;
-    co_return std::nullopt;
-}
+
+private:
+    /// The next line without "\n" or "\r\n" (line_bytes_ set to consume it whole), or
+    /// nullopt until it is here; a ProtocolError past kMaxLine.
+    std::optional<std::string_view> take_line(eddy::io::ByteBuffer& in) {
+        const std::string_view text = in.view();
+        const std::size_t nl = text.substr(0, kMaxLine).find('\n');
+        if (nl == std::string_view::npos) {
+            if (text.size() < kMaxLine) return std::nullopt;
+            throw ProtocolError{count_ == 0 ? "too big inline request" : "too big bulk count string"};
+        }
+        line_bytes_ = nl + 1;
+        return text.substr(0, nl > 0 && text[nl - 1] == '\r' ? nl - 1 : nl);
+    }
+
+    Item finish() {
+        count_ = 0;
+        request_ = 0;
+        return std::exchange(args_, {});
+    }
+
+    std::size_t count_ = 0;    // the words of the array being read, 0 between requests
+    std::size_t want_ = 0;     // the bytes of the bulk string being read still to come, CRLF included
+    std::size_t request_ = 0;  // the bulk lengths announced so far in this request
+    std::size_t line_bytes_ = 0;
+    Item args_;
+};
 
 void bulk(std::string& out, std::string_view s) {
     out.append("$").append(std::to_string(s.size())).append("\r\n").append(s).append("\r\n");
@@ -200,24 +235,29 @@ void execute(std::vector<std::string>& args, std::string& out) {
 
 eddy::Task<void> serve_kv(eddy::net::TcpStream s) {
     s.set_nodelay(true);
-    eddy::io::BufReader in(s, 16384, kMaxLine);
+    eddy::io::FramedRead in(s, RespDecoder{}, 16384);
     eddy::io::BufWriter out(s, 16384);
-    std::string line, answer;
-    std::vector<std::string> args;
+    std::string answer;
     for (;;) {
-        bool more = false;
-        if (auto error = co_await read_command(in, line, args, more)) {
+        std::optional<std::vector<std::string>> args;
+        std::optional<ProtocolError> error;
+        try {
+            args = co_await in.next();
+        } catch (ProtocolError& e) {
+            error = std::move(e);
+        }
+        if (error) {
             answer.assign("-ERR Protocol error: ").append(error->what).append("\r\n");
             co_await out.write_all(answer);
             break;
         }
-        if (!more) break;            // the client closed between requests
-        if (args.empty()) continue;  // an empty inline line: nothing to answer
+        if (!args) break;             // the client closed between requests
+        if (args->empty()) continue;  // an empty inline line: nothing to answer
         answer.clear();
-        execute(args, answer);
+        execute(*args, answer);
         co_await out.write_all(answer);
         // Pipelined requests already here are answered before anything is sent.
-        if (in.buffer().empty()) co_await out.flush();
+        if (in.read_buffer().empty()) co_await out.flush();
     }
     co_await out.flush();
 }

@@ -19,9 +19,11 @@
 #include <eddy/fs/read_file.hpp>
 #include <eddy/io/buf_reader.hpp>
 #include <eddy/io/buf_writer.hpp>
+#include <eddy/io/codec.hpp>
 #include <eddy/io/descriptor_stream.hpp>
 #include <eddy/io/file_descriptor.hpp>
 #include <eddy/io/frames.hpp>
+#include <eddy/io/framed.hpp>
 #include <eddy/time/interval.hpp>
 #include <eddy/io/pipe.hpp>
 #include <eddy/io/read_write.hpp>

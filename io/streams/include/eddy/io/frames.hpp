@@ -15,7 +15,9 @@
 //! Both refer to the stream (it must outlive them). Each frame is read and written with the
 //! stream's own reads and writes: over a socket, put a BufReader under the FrameReader for
 //! many small frames, and a BufWriter under the FrameWriter to send header and payload in
-//! one write (and flush it).
+//! one write (and flush it). For a stream of frames with one buffer each way, batching
+//! and backpressure, io::Framed with io::LengthDelimitedCodec (eddy/io/framed.hpp) speaks
+//! the same format; these two are the simpler tool.
 //! @file
 #pragma once
 

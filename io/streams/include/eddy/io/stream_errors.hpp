@@ -1,6 +1,7 @@
 //! eddy/io/stream_errors.hpp: the errors of the code that frames a byte stream
-//! (io::BufReader, io::FrameReader, io::FrameWriter). Errors of the stream itself stay what
-//! the stream throws: std::system_error carrying the errno.
+//! (io::BufReader, io::FrameReader, io::FrameWriter, the codecs of eddy/io/codec.hpp).
+//! Errors of the stream itself stay what the stream throws: std::system_error carrying the
+//! errno.
 //!
 //!   UnexpectedEof   the stream ended inside something that must be whole (read_exact, a
 //!                   frame cut short). A std::system_error with ENODATA, the code

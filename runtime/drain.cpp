@@ -48,12 +48,11 @@ ShutdownReport Scheduler::shutdown_gracefully(std::chrono::nanoseconds deadline,
     ShutdownReport report;
     if (shut_down_) return report;
     shut_down_ = true;
+    const std::uint64_t completed_before = completed_so_far();  // before the door: see below
     close_door();  // step 1: from here on, only tasks of this runtime spawn
 
-    const std::uint64_t completed_before = completed_so_far();
     const Clock::time_point start = Clock::now();
     const bool empty = deadline.count() == 0 ? registry_.size() == 0 : wait_down_to(registry_, 0, start + deadline);
-    report.finished = static_cast<std::size_t>(completed_so_far() - completed_before);
     if (!empty) {
         // What is left at the deadline: named, counted, and asked to stop when abortable. The
         // abort states are held (retain) so that the stop requests run outside the registry's
@@ -80,6 +79,13 @@ ShutdownReport Scheduler::shutdown_gracefully(std::chrono::nanoseconds deadline,
         if (!to_stop.empty()) (void)wait_down_to(registry_, plain, Clock::now() + grace);
     }
     report.destroyed = stop_and_destroy();  // steps 2 to 4
+    // Counted once the workers are joined: a worker counts a completion just after it takes the
+    // task off the registry, so a count taken when the registry empties may miss the last ones.
+    // Those completed in the grace are the cancelled tasks that were not destroyed; a task that
+    // finishes as the drain begins may be counted as finished during it.
+    const std::size_t unwound = report.cancelled - std::min(report.destroyed, report.cancelled);
+    const auto completed = static_cast<std::size_t>(completed_so_far() - completed_before);
+    report.finished = completed > unwound ? completed - unwound : 0;
     return report;
 }
 

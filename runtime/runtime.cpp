@@ -8,6 +8,7 @@
 #include "worker.hpp"
 #include "worker_count.hpp"
 
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -25,6 +26,13 @@ Runtime::Runtime(RuntimeConfig config) {
 Runtime::~Runtime() = default;  // ~Scheduler shuts down
 
 void Runtime::shutdown() { scheduler_->shutdown(); }
+
+ShutdownReport Runtime::shutdown_gracefully(std::chrono::nanoseconds deadline, std::chrono::nanoseconds grace) {
+    if (deadline.count() < 0)
+        throw std::invalid_argument("eddy::Runtime::shutdown_gracefully: the deadline is negative");
+    if (grace.count() < 0) throw std::invalid_argument("eddy::Runtime::shutdown_gracefully: the grace is negative");
+    return scheduler_->shutdown_gracefully(deadline, grace);
+}
 
 std::size_t Runtime::workers() const noexcept { return scheduler_->num_workers(); }
 

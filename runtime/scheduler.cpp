@@ -170,13 +170,19 @@ void Scheduler::shutdown() {
     std::lock_guard lock(shutdown_mutex_);
     if (shut_down_) return;
     shut_down_ = true;
+    close_door();
+    (void)stop_and_destroy();
+}
 
+void Scheduler::close_door() noexcept {
     // Step 1. Acq_rel: pairs with spawn()'s acquire fetch_add, so a spawn either sees
     // kClosed or is counted before we wait.
     external_.fetch_or(kClosed, std::memory_order_acq_rel);
     // Acquire: pairs with spawn()'s release fetch_sub after its push.
     while ((external_.load(std::memory_order_acquire) & ~kClosed) != 0) std::this_thread::yield();
+}
 
+std::size_t Scheduler::stop_and_destroy() {
     // Step 2.
     stopping_.store(true, std::memory_order_relaxed);
     for (auto& w : workers_) w->parker().unpark();
@@ -199,8 +205,12 @@ void Scheduler::shutdown() {
 
     // Step 4. Loop: destroying a frame never registers a task (spawns are refused now), but
     // a second pass costs nothing and keeps the invariant obvious.
-    for (auto all = registry_.take_all(); !all.empty(); all = registry_.take_all())
+    std::size_t destroyed = 0;
+    for (auto all = registry_.take_all(); !all.empty(); all = registry_.take_all()) {
         for (FrameHeader* h : all) cancel(h);
+        destroyed += all.size();
+    }
+    return destroyed;
 }
 
 void Scheduler::cancel(FrameHeader* h) noexcept {

@@ -5,6 +5,9 @@
 //      non-worker thread is between its check and its push. Later external spawns throw
 //      RuntimeStopped. (Worker threads spawn without the check: their tasks land in their
 //      own deques and are handled by step 4.)
+//   (shutdown_gracefully, drain.cpp, runs the drain here: the workers go on until the
+//   registry is empty or the deadline passes; then the remaining abortable tasks get a stop
+//   request and a bounded grace to unwind. Local spawns are still accepted meanwhile.)
 //   2. Set stopping_, unpark every worker, join every thread. A running task finishes its
 //      current step; no worker resumes anything afterwards. Then shut the I/O driver down:
 //      it cancels every operation in flight and waits for the kernel's completions, so no
@@ -46,6 +49,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <chrono>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
@@ -61,7 +65,8 @@
 
 namespace eddy {
 class Runtime;
-}
+struct ShutdownReport;
+}  // namespace eddy
 
 namespace eddy::detail {
 
@@ -110,6 +115,8 @@ public:
     }
     /// See the protocol above. Idempotent; WrongThread from one of this runtime's workers.
     void shutdown();
+    /// Runtime::shutdown_gracefully (drain.cpp): step 1, the drain, then steps 2-4.
+    ShutdownReport shutdown_gracefully(std::chrono::nanoseconds deadline, std::chrono::nanoseconds grace);
 
     /// Registers and queues a root task (see spawn_root in scheduler_api.hpp).
     void spawn(PromiseBase& p, std::coroutine_handle<> frame);
@@ -176,6 +183,12 @@ private:
     /// A spawn with a task hook set: calls on_task_spawn; returns the item to queue (tagged
     /// for on_task_first_poll).
     void* note_spawn(FrameHeader* h, void* item);
+    /// Step 1 of the protocol.
+    void close_door() noexcept;
+    /// Steps 2 to 4; returns how many tasks step 4 destroyed.
+    std::size_t stop_and_destroy();
+    /// Root tasks finished so far (the workers' and foreign completions; relaxed).
+    std::uint64_t completed_so_far() const noexcept;
 
     const RuntimeConfig config_;
     // on_task_spawn or on_task_first_poll set: spawn() calls note_spawn.

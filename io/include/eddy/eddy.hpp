@@ -71,6 +71,7 @@
 #include <eddy/runtime/spawn_blocking.hpp>
 #include <eddy/runtime/task_dump.hpp>
 #include <eddy/runtime/task_group.hpp>
+#include <eddy/runtime/task_tracker.hpp>
 #include <eddy/runtime/this_worker.hpp>
 #include <eddy/runtime/time.hpp>
 #include <eddy/sync/unbounded_channel.hpp>

@@ -79,8 +79,9 @@ private:
     std::atomic<std::uint8_t> phase_{kRunning};
 };
 
-/// Gives the unstarted root task `frame` an abort state (its header owns the reference) and
-/// runs it under that state's cancellation. On allocation failure the frame is destroyed.
+/// Gives the unstarted root task `frame` an abort state (its header owns the reference; a
+/// name given before moves into it) and runs it under that state's cancellation. On
+/// allocation failure the frame is destroyed.
 inline void make_abortable(PromiseBase& p, std::coroutine_handle<> frame) {
     AbortState* a = nullptr;
     try {
@@ -89,8 +90,13 @@ inline void make_abortable(PromiseBase& p, std::coroutine_handle<> frame) {
         frame.destroy();
         throw;
     }
-    assert(header_of(frame.address())->extra == nullptr && "an abortable task gets its state first");
-    header_of(frame.address())->extra = a;  // published with the frame by the spawn
+    FrameHeader* h = header_of(frame.address());
+    if (h->extra != nullptr) {  // a name given first (name_task): the abort state takes it over
+        assert(!h->extra->abortable && "a task is made abortable once");
+        a->name = std::move(h->extra->name);
+        h->extra->release();  // unpublished: ours is the only reference
+    }
+    h->extra = a;  // published with the frame by the spawn
     p.set_cancellation(a->scope());
 }
 

@@ -15,13 +15,30 @@
 //! tasks throw eddy::RuntimeStopped when awaited. Calling shutdown from one of the runtime's
 //! own workers throws eddy::WrongThread (it would join itself); the destructor must likewise
 //! not run on a worker.
+//!
+//! Graceful shutdown (`shutdown_gracefully(deadline)`): the same end, reached by a drain.
+//! Spawns from outside the runtime are refused at once (RuntimeStopped), but the workers go
+//! on, so running tasks finish what they are doing, and may spawn children to do it (a spawn
+//! from a task of this runtime is accepted until the workers stop, as in Tokio: a drain that
+//! refused it would break a request half-way). When every task has finished, or the deadline passes,
+//! what is left is cancelled: every remaining abortable task (spawn_abortable, JoinSet,
+//! TaskTracker members, and through them their awaited children and TaskGroups) gets a stop
+//! request, so its pending await throws eddy::OperationCancelled and it unwinds; after a short
+//! bounded grace, the rest (plain spawns are uncancellable: eddy/tasks/cancellation.hpp) is
+//! destroyed as by shutdown(). The returned ShutdownReport says how many tasks finished and
+//! which were cancelled:
+//!
+//!     eddy::ShutdownReport r = rt.shutdown_gracefully(std::chrono::seconds(5));
+//!     for (const std::string& name : r.cancelled_names) std::fprintf(stderr, "cut short: %s\n", name.c_str());
 //! @file
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <eddy/runtime/config.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>
@@ -35,6 +52,25 @@
 #include <eddy/tasks/task.hpp>
 
 namespace eddy {
+
+/// What Runtime::shutdown_gracefully() did: the drain's outcome, counted in root tasks
+/// (spawned ones; a TaskGroup's children or an awaited child task are part of their parent).
+struct ShutdownReport {
+    /// Tasks that finished during the drain, before the deadline (children spawned during the
+    /// drain included).
+    std::size_t finished = 0;
+    /// Tasks still unfinished at the deadline: each was asked to stop (abortable ones) or
+    /// destroyed (the others, and those that did not unwind within the grace).
+    std::size_t cancelled = 0;
+    /// The names (spawn(task, name), TaskTracker::spawn(task, name)) of the named tasks among
+    /// `cancelled`, sorted; unnamed ones are only counted.
+    std::vector<std::string> cancelled_names;
+    /// Tasks destroyed at the end, unfinished (today's shutdown() does only this): plain
+    /// spawns left at the deadline, abortable tasks that did not unwind within the grace.
+    std::size_t destroyed = 0;
+    /// True when every task finished before the deadline.
+    bool clean() const noexcept { return cancelled == 0; }
+};
 
 /// N worker threads with work-stealing deques, an injection queue and an io_uring reactor
 /// thread: where tasks run (see the file's prologue). Tokio's Runtime and Handle in one.
@@ -109,6 +145,19 @@ public:
     }
     /// Stops the runtime (see above). Idempotent.
     void shutdown();
+
+    /// The longest shutdown_gracefully() waits, after the deadline, for cancelled tasks to unwind.
+    static constexpr std::chrono::milliseconds kShutdownGrace{500};
+
+    /// Drains, then stops the runtime (see above): refuses spawns from outside, waits until
+    /// every task has finished or `deadline` (real time, even under a virtual clock) has
+    /// passed, asks the remaining abortable tasks to stop and gives them up to `grace` to
+    /// unwind, then does what shutdown() does. A deadline of zero is shutdown() with a report.
+    /// eddy::WrongThread from one of this runtime's workers; std::invalid_argument for a
+    /// negative deadline or grace. Idempotent: a later call (or shutdown()) does nothing and
+    /// reports zeros.
+    ShutdownReport shutdown_gracefully(std::chrono::nanoseconds deadline,
+                                       std::chrono::nanoseconds grace = kShutdownGrace);
 
     /// The live tree of this runtime's tasks (eddy/runtime/task_dump.hpp). Any thread but a
     /// worker's (WrongThread: a task uses `co_await eddy::dump_tasks()`); RuntimeStopped once

@@ -3,6 +3,7 @@
 
 #include "private.hpp"
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -51,6 +52,30 @@ struct OneBufferMessage {
     OneBufferMessage(const OneBufferMessage&) = delete;
     OneBufferMessage& operator=(const OneBufferMessage&) = delete;
 };
+
+/// What from_fd expects of a descriptor it adopts.
+struct ExpectedSocket {
+    int family;            ///< AF_INET6 with `either_ip`: AF_INET or AF_INET6
+    bool either_ip;        ///< AF_INET or AF_INET6
+    int type;              ///< SOCK_STREAM, SOCK_DGRAM
+    int protocol;          ///< IPPROTO_TCP, IPPROTO_UDP, 0 (any)
+    bool listening;        ///< SO_ACCEPTCONN set (true) or clear (false)
+    const char* expected;  ///< in the message: "a listening TCP socket"
+};
+/// What each socket type's from_fd adopts.
+inline constexpr ExpectedSocket kTcpListenerSocket{AF_INET,     true, SOCK_STREAM,
+                                                   IPPROTO_TCP, true, "a listening TCP socket"};
+inline constexpr ExpectedSocket kTcpStreamSocket{AF_INET,     true,  SOCK_STREAM,
+                                                 IPPROTO_TCP, false, "a TCP socket that is not listening"};
+inline constexpr ExpectedSocket kUdpSocket{AF_INET, true, SOCK_DGRAM, IPPROTO_UDP, false, "a UDP socket"};
+inline constexpr ExpectedSocket kUnixListenerSocket{AF_UNIX, false, SOCK_STREAM,
+                                                    0,       true,  "a listening Unix stream socket"};
+/// Checks that `fd` is the socket `want` describes (SO_DOMAIN, SO_TYPE, SO_PROTOCOL,
+/// SO_ACCEPTCONN), then sets close-on-exec and O_NONBLOCK (`nonblocking`) or clears it, as
+/// the socket types' own sockets are. std::system_error naming `what`, the descriptor, what
+/// was expected and what was found: EBADF (not open), ENOTSOCK (not a socket), EINVAL (the
+/// wrong kind of socket). The descriptor is closed on failure (it was given away).
+io::FileDescriptor adopt_socket(io::FileDescriptor fd, const ExpectedSocket& want, bool nonblocking, const char* what);
 
 /// setsockopt / getsockopt of an int option (std::system_error).
 void set_int_option(int fd, int level, int name, int value, const char* what);

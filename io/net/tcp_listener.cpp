@@ -45,6 +45,12 @@ Task<std::pair<TcpStream, SocketAddr>> TcpListener::accept_with_address(std::sto
     co_return std::pair{std::move(s), SocketAddr::from_native(reinterpret_cast<sockaddr*>(&ss), len)};
 }
 
+TcpListener TcpListener::from_fd(io::FileDescriptor fd) {
+    // Non-blocking, as bind()'s: accept4 runs on the workers and must never block one.
+    return TcpListener(
+        detail::adopt_socket(std::move(fd), detail::kTcpListenerSocket, true, "eddy::net::TcpListener::from_fd"));
+}
+
 void TcpListener::close() { io_.close(); }
 
 SocketAddr TcpListener::local_address() const {

@@ -5,6 +5,7 @@
 
 #include "net/socket_util.hpp"
 
+#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
@@ -21,6 +22,11 @@ Task<TcpStream> TcpStream::connect(SocketAddr addr, std::stop_token token) {
                                 .len = addr.native_size()},
                                "eddy::net::TcpStream::connect", std::move(token));
     co_return TcpStream(std::move(fd));
+}
+
+TcpStream TcpStream::from_fd(io::FileDescriptor fd) {
+    return TcpStream(
+        detail::adopt_socket(std::move(fd), detail::kTcpStreamSocket, false, "eddy::net::TcpStream::from_fd"));
 }
 
 Task<void> TcpStream::read_exact(std::span<std::byte> buf) {

@@ -3,6 +3,7 @@
 
 #include "net/socket_util.hpp"
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -14,6 +15,10 @@ UdpSocket UdpSocket::bind(const SocketAddr& addr) {
     io::FileDescriptor fd = detail::new_socket(addr.family(), SOCK_DGRAM, "eddy::net::UdpSocket::bind");
     if (::bind(fd.get(), addr.native(), addr.native_size()) != 0) detail::throw_errno("eddy::net::UdpSocket::bind");
     return UdpSocket(std::move(fd));
+}
+
+UdpSocket UdpSocket::from_fd(io::FileDescriptor fd) {
+    return UdpSocket(detail::adopt_socket(std::move(fd), detail::kUdpSocket, false, "eddy::net::UdpSocket::from_fd"));
 }
 
 Task<std::size_t> UdpSocket::send_to(std::span<const std::byte> data, SocketAddr to, std::stop_token token) {

@@ -85,6 +85,11 @@ Task<std::pair<UnixStream, UnixAddr>> UnixListener::accept_with_address(std::sto
     co_return std::pair{std::move(s), UnixAddr::from_native(reinterpret_cast<sockaddr*>(&ss), len)};
 }
 
+UnixListener UnixListener::from_fd(io::FileDescriptor fd) {
+    return UnixListener(eddy::detail::adopt_socket(std::move(fd), eddy::detail::kUnixListenerSocket, true,
+                                                   "eddy::net::UnixListener::from_fd"));
+}
+
 void UnixListener::close() { io_.close(); }
 
 UnixAddr UnixListener::local_address() const {

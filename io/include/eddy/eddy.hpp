@@ -37,11 +37,13 @@
 #include <eddy/time/with_timeout.hpp>
 #include <eddy/time/with_deadline.hpp>
 #include <eddy/time/race_sleep.hpp>
+#include <eddy/net/activation.hpp>
 #include <eddy/net/connect_error.hpp>
 #include <eddy/net/lookup.hpp>
 #include <eddy/net/socket_addr.hpp>
 #include <eddy/net/socket_options.hpp>
 #include <eddy/net/tcp_listener.hpp>
+#include <eddy/net/tcp_socket.hpp>
 #include <eddy/net/tcp_stream.hpp>
 #include <eddy/net/udp_socket.hpp>
 #include <eddy/net/unix_addr.hpp>

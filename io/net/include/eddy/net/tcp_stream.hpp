@@ -64,6 +64,11 @@ public:
 
     /// Adopts a connected stream socket.
     explicit TcpStream(io::FileDescriptor fd) noexcept : SocketStream(std::move(fd)) {}
+    /// Adopts a TCP socket made elsewhere, checked: takes ownership of `fd`, checks it is an
+    /// IPv4 or IPv6 TCP socket that is not listening (std::system_error EBADF, ENOTSOCK, or
+    /// EINVAL naming what it is instead; `fd` is closed then), makes it close-on-exec and
+    /// blocking, as connect()'s sockets are.
+    static TcpStream from_fd(io::FileDescriptor fd);
 
     // read, write, write_all, read_vectored, write_vectored: see eddy/net/detail/socket_stream.hpp
 

@@ -56,6 +56,11 @@ public:
 
     /// std::system_error on failure (EADDRINUSE, ...).
     static UdpSocket bind(const SocketAddr& addr);
+    /// Adopts an IPv4 or IPv6 UDP socket made elsewhere (systemd's, net::listen_fds()): takes
+    /// ownership of `fd`, checks it (std::system_error EBADF, ENOTSOCK, or EINVAL naming what
+    /// it is instead; `fd` is closed then) and makes it close-on-exec and blocking, as
+    /// bind()'s sockets are.
+    static UdpSocket from_fd(io::FileDescriptor fd);
 
     /// Sends one datagram; returns the bytes sent.
     Task<std::size_t> send_to(std::span<const std::byte> data, SocketAddr to, std::stop_token token = {});

@@ -45,6 +45,11 @@ public:
     /// a missing directory, ...).
     static UnixListener bind(const UnixAddr& addr, Options options);
     static UnixListener bind(const UnixAddr& addr) { return bind(addr, Options{}); }  ///< bind(addr, Options{})
+    /// Adopts a listening Unix stream socket made elsewhere (systemd's, net::listen_fds()):
+    /// takes ownership of `fd`, checks it (std::system_error EBADF, ENOTSOCK, or EINVAL
+    /// naming what it is instead; `fd` is closed then) and makes it close-on-exec and
+    /// non-blocking.
+    static UnixListener from_fd(io::FileDescriptor fd);
 
     /// The next connection.
     Task<UnixStream> accept(std::stop_token token = {});

@@ -21,10 +21,8 @@ bool is_v6_socket(int fd, const char* what) {
 
 // The option of the socket's family: `v4` at IPPROTO_IP or `v6` at IPPROTO_IPV6.
 void set_family_option(int fd, int v4, int v6, int value, const char* what) {
-    if (is_v6_socket(fd, what))
-        detail::set_int_option(fd, IPPROTO_IPV6, v6, value, what);
-    else
-        detail::set_int_option(fd, IPPROTO_IP, v4, value, what);
+    if (is_v6_socket(fd, what)) detail::set_int_option(fd, IPPROTO_IPV6, v6, value, what);
+    else detail::set_int_option(fd, IPPROTO_IP, v4, value, what);
 }
 
 int get_family_option(int fd, int v4, int v6, const char* what) {
@@ -123,11 +121,13 @@ void UdpSocket::leave_multicast(const SocketAddr& group, unsigned interface_inde
 }
 
 void UdpSocket::set_recv_packet_info(bool on) {
-    set_family_option(fd_.get(), IP_PKTINFO, IPV6_RECVPKTINFO, on ? 1 : 0, "eddy::net::UdpSocket::set_recv_packet_info");
+    set_family_option(fd_.get(), IP_PKTINFO, IPV6_RECVPKTINFO, on ? 1 : 0,
+                      "eddy::net::UdpSocket::set_recv_packet_info");
 }
 
 void UdpSocket::set_recv_timestamps(bool on) {
-    detail::set_int_option(fd_.get(), SOL_SOCKET, SO_TIMESTAMPNS, on ? 1 : 0, "eddy::net::UdpSocket::set_recv_timestamps");
+    detail::set_int_option(fd_.get(), SOL_SOCKET, SO_TIMESTAMPNS, on ? 1 : 0,
+                           "eddy::net::UdpSocket::set_recv_timestamps");
 }
 
 void UdpSocket::set_recv_hop_limit(bool on) {

@@ -54,9 +54,9 @@ void read_control(msghdr& msg, UdpSocket::Message& out) {
             out.interface_index = info.ipi6_ifindex;
         } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
             const auto ts = payload<timespec>(c);
-            out.timestamp = std::chrono::system_clock::time_point(std::chrono::duration_cast<
-                                                                  std::chrono::system_clock::duration>(
-                std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
+            out.timestamp =
+                std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                    std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
         } else if ((c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) ||
                    (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_HOPLIMIT)) {
             out.hop_limit = payload<int>(c);

@@ -2,7 +2,6 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#include <iterator>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -18,30 +17,32 @@
 
 namespace eddy::tls {
 
-Context::State::~State() {
-    for (auto& [name, session] : sessions) SSL_SESSION_free(session);
-    SSL_CTX_free(ctx);
-}
+Context::State::~State() { SSL_CTX_free(ctx); }
 
 void Context::State::store_session(const std::string& name, SSL_SESSION* s) {
+    const int size = i2d_SSL_SESSION(s, nullptr);
+    if (size <= 0) return;
+    std::vector<unsigned char> der(static_cast<std::size_t>(size));
+    unsigned char* at = der.data();
+    if (i2d_SSL_SESSION(s, &at) != size) return;
     std::lock_guard lock(cache_mu);
-    auto [it, fresh] = sessions.try_emplace(name, s);
-    if (!fresh) {
-        SSL_SESSION_free(it->second);
-        it->second = s;
-    } else if (sessions.size() > static_cast<std::size_t>(detail::kMaxCachedSessions)) {
-        auto victim = it == sessions.begin() ? std::next(it) : sessions.begin();
-        SSL_SESSION_free(victim->second);
-        sessions.erase(victim);
-    }
+    if (sessions.size() >= static_cast<std::size_t>(detail::kMaxCachedSessions) && !sessions.contains(name))
+        sessions.erase(sessions.begin());
+    sessions.insert_or_assign(name, std::move(der));
 }
 
 SSL_SESSION* Context::State::take_session(const std::string& name) {
-    std::lock_guard lock(cache_mu);
-    auto it = sessions.find(name);
-    if (it == sessions.end()) return nullptr;
-    SSL_SESSION_up_ref(it->second);
-    return it->second;
+    std::vector<unsigned char> der;
+    {
+        std::lock_guard lock(cache_mu);
+        auto it = sessions.find(name);
+        if (it == sessions.end()) return nullptr;
+        der = it->second;
+    }
+    const unsigned char* at = der.data();
+    SSL_SESSION* s = d2i_SSL_SESSION(nullptr, &at, static_cast<long>(der.size()));
+    ERR_clear_error();
+    return s;
 }
 
 namespace {
@@ -80,7 +81,7 @@ int keep_session(SSL* ssl, SSL_SESSION* session) {
     auto* state = static_cast<Context::State*>(SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)));
     if (name == nullptr || state == nullptr || SSL_SESSION_is_resumable(session) != 1) return 0;
     state->store_session(*name, session);
-    return 1;  // the cache owns it now
+    return 0;  // the cache keeps a copy: OpenSSL frees this one
 }
 
 // The id the server's sessions are bound to: OpenSSL refuses to resume a session of a server

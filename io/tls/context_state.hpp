@@ -64,7 +64,10 @@ struct Context::State {
     std::shared_ptr<const detail::CertPair> cert;  // cert_mu: what new handshakes present
 
     std::mutex cache_mu;
-    std::map<std::string, SSL_SESSION*> sessions;  // cache_mu: the last session per server name (owned)
+    // cache_mu: the last session per server name, DER-encoded. A copy, not the SSL_SESSION
+    // itself: OpenSSL marks a session not resumable when its connection is freed without
+    // close_notify, and an object shared between handshakes on several workers is written.
+    std::map<std::string, std::vector<unsigned char>> sessions;
 
     State() = default;
     State(const State&) = delete;
@@ -75,9 +78,9 @@ struct Context::State {
         std::lock_guard lock(cert_mu);
         return cert;
     }
-    /// Keeps `s` (owned, now ours) as the session to offer `name` next time.
+    /// Keeps a copy of `s` as the session to offer `name` next time.
     void store_session(const std::string& name, SSL_SESSION* s);
-    /// The session to offer `name` (a reference the caller frees), or nullptr.
+    /// The session to offer `name` (a new one, the caller frees it), or nullptr.
     SSL_SESSION* take_session(const std::string& name);
 };
 

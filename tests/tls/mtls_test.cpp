@@ -31,61 +31,6 @@ namespace tls = eddy::tls;
 
 namespace {
 
-// Client certificates signed by the helpers' CA (alice: good; old: expired), one by a second
-// CA nobody trusts (mallory), and a second server certificate for the reload.
-struct MtlsCerts {
-    MtlsCerts() {
-        std::ofstream(cnf()) << "[req]\ndistinguished_name = dn\nprompt = no\n[dn]\nCN = x\n"
-                                "[ca_ext]\nbasicConstraints = critical,CA:TRUE\nkeyUsage = critical,keyCertSign\n"
-                                "[client_ext]\nbasicConstraints = CA:FALSE\nextendedKeyUsage = clientAuth\n"
-                                "subjectAltName = DNS:alice.example,IP:10.0.0.1,email:alice@example.org,"
-                                "URI:spiffe://example.org/alice\n"
-                                "[server_ext]\nbasicConstraints = CA:FALSE\nextendedKeyUsage = serverAuth\n"
-                                "subjectAltName = IP:127.0.0.1,DNS:localhost\n";
-        const Certs& c = certs();
-        signed_by(c.ca(), c.ca_key(), "client_ext", "/CN=alice/O=eddy tests", "alice");
-        signed_by(c.ca(), c.ca_key(), "server_ext", "/CN=localhost/O=reloaded", "server2");
-        openssl({"req", "-new", "-config", cnf(), "-subj", "/CN=old", "-newkey", "ec", "-pkeyopt",
-                 "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key("old"), "-out", c.file("old.csr")});
-        openssl({"x509", "-req", "-in", c.file("old.csr"), "-CA", c.ca(), "-CAkey", c.ca_key(), "-days", "-1",
-                 "-extfile", cnf(), "-extensions", "client_ext", "-out", cert("old")});  // ended yesterday
-        signed_by("", "", "ca_ext", "/CN=other CA", "ca2");
-        signed_by(cert("ca2"), key("ca2"), "client_ext", "/CN=mallory", "mallory");
-    }
-    // `name`.pem/.key, signed by ca/ca_key ("": self-signed), valid for two days.
-    void signed_by(const std::string& ca, const std::string& ca_key, const char* ext, const char* subject,
-                   const char* name) {
-        std::vector<std::string> a = {
-            "req",    "-x509",   "-config", cnf(),     "-extensions", ext,        "-days",
-            "2",      "-subj",   subject,   "-newkey", "ec",          "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-keyout", key(name), "-out",    cert(name)};
-        if (!ca.empty()) a.insert(a.end(), {"-CA", ca, "-CAkey", ca_key});
-        openssl(a);
-    }
-    static std::string cnf() { return certs().file("mtls.cnf"); }
-    static std::string cert(const std::string& name) { return certs().file((name + ".pem").c_str()); }
-    static std::string key(const std::string& name) { return certs().file((name + ".key").c_str()); }
-
-    // A client context trusting the CA, presenting `name`'s certificate ("": none).
-    static tls::Context client(const std::string& name) {
-        tls::Context ctx = certs().client();
-        if (!name.empty()) ctx.use_certificate(cert(name), key(name));
-        return ctx;
-    }
-    // A server context requiring (or only asking for) a client certificate from the CA.
-    static tls::Context server(bool required = true) {
-        tls::Context ctx = certs().server();
-        if (required) ctx.require_client_certificate(certs().ca());
-        else ctx.request_client_certificate(certs().ca());
-        return ctx;
-    }
-};
-
-const MtlsCerts& mtls() {
-    static const MtlsCerts m;
-    return m;
-}
-
 // A connect whose own outcome does not matter (with TLS 1.3 the client finishes its
 // handshake before the server has judged its certificate): the server's side is the test.
 Task<void> connect_and_read(SocketAddr addr, tls::Context ctx) {
@@ -99,26 +44,18 @@ Task<void> connect_and_read(SocketAddr addr, tls::Context ctx) {
 // The server's accept() failure with a client context `client`.
 Task<TlsFailure> refused(tls::Context client) {
     auto listener = TcpListener::bind(SocketAddr::loopback_v4(0));
-    auto [f, ignored] = co_await when_all(tls_error_of(accept_tls(listener, MtlsCerts::server())),
+    auto [f, ignored] = co_await when_all(tls_error_of(accept_tls(listener, MoreCerts::server())),
                                           connect_and_read(listener.local_address(), std::move(client)));
     co_return f;
-}
-
-// One greeting from the server, read by the client (TLS 1.3 tickets arrive with it).
-Task<TlsPair> greeted_pair(tls::Context client, tls::Context server) {
-    TlsPair p = co_await tls_pair(std::move(client), std::move(server));
-    co_await p.server.write_all(std::string_view("hi\n"));
-    CHECK(co_await read_line(p.client) == "hi\n");
-    co_return p;
 }
 
 }  // namespace
 
 TEST_CASE("mutual TLS, eddy with eddy: the client's identity on the server, the server's on the client") {
-    mtls();
+    more_certs();
     Runtime rt(RuntimeConfig{.workers = 2});
     run(rt, []() -> Task<void> {
-        TlsPair p = co_await greeted_pair(MtlsCerts::client("alice"), MtlsCerts::server());
+        TlsPair p = co_await greeted_pair(MoreCerts::client("alice"), MoreCerts::server());
         const std::optional<tls::PeerCertificate> alice = p.server.peer_certificate();
         REQUIRE(alice.has_value());
         CHECK(alice->common_name == "alice");
@@ -143,7 +80,7 @@ TEST_CASE("mutual TLS, eddy with eddy: the client's identity on the server, the 
 }
 
 TEST_CASE("mutual TLS refusals, eddy with eddy: no certificate, expired, another CA") {
-    mtls();
+    more_certs();
     Runtime rt(RuntimeConfig{.workers = 2});
     std::string client;
     const char* reason = nullptr;
@@ -156,27 +93,27 @@ TEST_CASE("mutual TLS refusals, eddy with eddy: no certificate, expired, another
         client = "mallory";
         reason = "certificate verify failed: unable to get local issuer certificate";
     }
-    const TlsFailure f = run(rt, refused(MtlsCerts::client(client)));
+    const TlsFailure f = run(rt, refused(MoreCerts::client(client)));
     INFO(f.what);
     CHECK(f.code == tls::errc::certificate);
     CHECK(contains(f.what, reason));
 }
 
 TEST_CASE("request_client_certificate: a client without one is accepted, one with one is identified") {
-    mtls();
+    more_certs();
     Runtime rt(RuntimeConfig{.workers = 2});
     run(rt, []() -> Task<void> {
-        TlsPair anonymous = co_await greeted_pair(MtlsCerts::client(""), MtlsCerts::server(false));
+        TlsPair anonymous = co_await greeted_pair(MoreCerts::client(""), MoreCerts::server(false));
         CHECK(!anonymous.server.peer_certificate().has_value());
-        TlsPair alice = co_await greeted_pair(MtlsCerts::client("alice"), MtlsCerts::server(false));
+        TlsPair alice = co_await greeted_pair(MoreCerts::client("alice"), MoreCerts::server(false));
         REQUIRE(alice.server.peer_certificate().has_value());
         CHECK(alice.server.peer_certificate()->common_name == "alice");
     }());
     // Asked, a certificate that does not verify is still refused.
-    auto client = MtlsCerts::client("mallory");
+    auto client = MoreCerts::client("mallory");
     auto listener = TcpListener::bind(SocketAddr::loopback_v4(0));
     const TlsFailure f = run(rt, [](TcpListener& l, tls::Context c) -> Task<TlsFailure> {
-        auto [failure, ignored] = co_await when_all(tls_error_of(accept_tls(l, MtlsCerts::server(false))),
+        auto [failure, ignored] = co_await when_all(tls_error_of(accept_tls(l, MoreCerts::server(false))),
                                                     connect_and_read(l.local_address(), std::move(c)));
         co_return failure;
     }(listener, client));
@@ -184,7 +121,7 @@ TEST_CASE("request_client_certificate: a client without one is accepted, one wit
 }
 
 TEST_CASE("mutual TLS setup errors are tls::Error (setup) naming the call and the reason") {
-    mtls();
+    more_certs();
     auto expect = [](auto call, const char* part) {
         try {
             call();
@@ -199,24 +136,24 @@ TEST_CASE("mutual TLS setup errors are tls::Error (setup) naming the call and th
            "require_client_certificate: a client context");
     expect([] { certs().server().request_client_certificate(certs().file("nothing.pem")); },
            "request_client_certificate: ");
-    expect([] { certs().client().use_certificate(MtlsCerts::cert("alice"), MtlsCerts::key("old")); },
+    expect([] { certs().client().use_certificate(MoreCerts::cert("alice"), MoreCerts::key("old")); },
            "key values mismatch");
-    expect([] { certs().client().use_certificate(certs().file("nothing.pem"), MtlsCerts::key("alice")); },
+    expect([] { certs().client().use_certificate(certs().file("nothing.pem"), MoreCerts::key("alice")); },
            "No such file or directory");
-    expect([] { certs().client().use_certificate(MtlsCerts::key("alice"), MtlsCerts::key("alice")); },
+    expect([] { certs().client().use_certificate(MoreCerts::key("alice"), MoreCerts::key("alice")); },
            "no PEM certificate");
 }
 
 TEST_CASE("eddy server requiring client certificates, s_client: with a good one, none, an expired one") {
-    mtls();
+    more_certs();
     auto listener = TcpListener::bind(SocketAddr::loopback_v4(0));
     Runtime rt(RuntimeConfig{.workers = 2});
     std::vector<std::string> options = {"-CAfile", certs().ca(), "-verify_return_error", "-quiet"};
     SUBCASE("alice") {
-        options.insert(options.end(), {"-cert", MtlsCerts::cert("alice"), "-key", MtlsCerts::key("alice")});
+        options.insert(options.end(), {"-cert", MoreCerts::cert("alice"), "-key", MoreCerts::key("alice")});
         SClient client(listener.local_address().port(), options, "ping\n");
         const std::string cn = run(rt, [](TcpListener& l) -> Task<std::string> {
-            TlsStream s = co_await accept_tls(l, MtlsCerts::server());
+            TlsStream s = co_await accept_tls(l, MoreCerts::server());
             CHECK(co_await read_line(s) == "ping\n");
             co_await s.write_all(std::string_view("pong\n"));
             co_await s.shutdown();
@@ -230,16 +167,16 @@ TEST_CASE("eddy server requiring client certificates, s_client: with a good one,
     }
     SUBCASE("none") {
         SClient client(listener.local_address().port(), options, "");
-        const TlsFailure f = run(rt, tls_error_of(accept_tls(listener, MtlsCerts::server())));
+        const TlsFailure f = run(rt, tls_error_of(accept_tls(listener, MoreCerts::server())));
         CHECK(f.code == tls::errc::certificate);
         CHECK(contains(f.what, "peer did not return a certificate"));
         CHECK(client.process.wait_stderr("alert certificate required"));
         client.process.stop();
     }
     SUBCASE("expired") {
-        options.insert(options.end(), {"-cert", MtlsCerts::cert("old"), "-key", MtlsCerts::key("old")});
+        options.insert(options.end(), {"-cert", MoreCerts::cert("old"), "-key", MoreCerts::key("old")});
         SClient client(listener.local_address().port(), options, "");
-        const TlsFailure f = run(rt, tls_error_of(accept_tls(listener, MtlsCerts::server())));
+        const TlsFailure f = run(rt, tls_error_of(accept_tls(listener, MoreCerts::server())));
         CHECK(f.code == tls::errc::certificate);
         CHECK(contains(f.what, "certificate has expired"));
         CHECK(client.process.wait_stderr("alert certificate expired"));
@@ -248,11 +185,11 @@ TEST_CASE("eddy server requiring client certificates, s_client: with a good one,
 }
 
 TEST_CASE("eddy client with a certificate, s_server -Verify 1: accepted; without one, the server's alert") {
-    mtls();
+    more_certs();
     SServer server({"-rev", "-Verify", "1", "-CAfile", certs().ca(), "-verify_return_error"});
     Runtime rt(RuntimeConfig{.workers = 2});
     run(rt, [](SocketAddr addr) -> Task<void> {
-        TlsStream s = co_await connect_tls(addr, MtlsCerts::client("alice"));
+        TlsStream s = co_await connect_tls(addr, MoreCerts::client("alice"));
         co_await s.write_all(std::string_view("abc\n"));
         CHECK(co_await read_line(s) == "cba\n");
         CHECK(s.peer_certificate().value().common_name == "localhost");
@@ -260,7 +197,7 @@ TEST_CASE("eddy client with a certificate, s_server -Verify 1: accepted; without
     CHECK(server.process.wait_stderr("CN = alice"));
     // Without: TLS 1.3 finishes the client's handshake first; the refusal is the next read.
     const TlsFailure f = run(rt, [](SocketAddr addr) -> Task<TlsFailure> {
-        TlsStream s = co_await connect_tls(addr, MtlsCerts::client(""));
+        TlsStream s = co_await connect_tls(addr, MoreCerts::client(""));
         co_return co_await tls_error_of(read_text(s));
     }(server.addr()));
     INFO(f.what);

@@ -32,40 +32,6 @@ namespace tls = eddy::tls;
 
 namespace {
 
-// A second server certificate for the same names (its subject says "reloaded"), and a
-// client certificate for the resumption of a mutual TLS session.
-struct More {
-    More() {
-        std::ofstream(cnf()) << "[req]\ndistinguished_name = dn\nprompt = no\n[dn]\nCN = x\n"
-                                "[client_ext]\nbasicConstraints = CA:FALSE\nextendedKeyUsage = clientAuth\n"
-                                "[server_ext]\nbasicConstraints = CA:FALSE\nextendedKeyUsage = serverAuth\n"
-                                "subjectAltName = IP:127.0.0.1,DNS:localhost\n";
-        make("server_ext", "/CN=localhost/O=reloaded", "server2");
-        make("client_ext", "/CN=alice", "alice");
-    }
-    static void make(const char* ext, const char* subject, const std::string& name) {
-        openssl({"req", "-x509", "-config", cnf(), "-extensions", ext, "-days", "2", "-subj", subject, "-newkey",
-                 "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key(name), "-out",
-                 cert(name), "-CA", certs().ca(), "-CAkey", certs().ca_key()});
-    }
-    static std::string cnf() { return certs().file("session.cnf"); }
-    static std::string cert(const std::string& name) { return certs().file((name + ".pem").c_str()); }
-    static std::string key(const std::string& name) { return certs().file((name + ".key").c_str()); }
-};
-
-const More& more() {
-    static const More m;
-    return m;
-}
-
-// A connection whose client has read the server's greeting (TLS 1.3 tickets come before it).
-Task<TlsPair> greeted_pair(tls::Context client, tls::Context server) {
-    TlsPair p = co_await tls_pair(std::move(client), std::move(server));
-    co_await p.server.write_all(std::string_view("hi\n"));
-    CHECK(co_await read_line(p.client) == "hi\n");
-    co_return p;
-}
-
 // The subject of the certificate the server at `addr` presents to a fresh client.
 Task<std::string> presented_subject(TcpListener& l, tls::Context server) {
     auto [c, s] = co_await when_all(connect_tls(l.local_address(), certs().client()), accept_tls(l, server));
@@ -75,11 +41,11 @@ Task<std::string> presented_subject(TcpListener& l, tls::Context server) {
 }  // namespace
 
 TEST_CASE("resumption, eddy with eddy: the second connection of one client Context resumes on both sides") {
-    more();
+    more_certs();
     Runtime rt(RuntimeConfig{.workers = 2});
     run(rt, []() -> Task<void> {
         tls::Context client = certs().client();
-        client.use_certificate(More::cert("alice"), More::key("alice"));
+        client.use_certificate(MoreCerts::cert("alice"), MoreCerts::key("alice"));
         tls::Context server = certs().server();
         server.require_client_certificate(certs().ca());
         TlsPair first = co_await greeted_pair(client, server);
@@ -94,7 +60,7 @@ TEST_CASE("resumption, eddy with eddy: the second connection of one client Conte
         // Another client Context has no session to offer; another server Context (other
         // ticket keys) cannot open this client's.
         tls::Context fresh_client = certs().client();
-        fresh_client.use_certificate(More::cert("alice"), More::key("alice"));
+        fresh_client.use_certificate(MoreCerts::cert("alice"), MoreCerts::key("alice"));
         TlsPair fresh = co_await greeted_pair(fresh_client, server);
         CHECK(!fresh.server.session_resumed());
         tls::Context other_server = certs().server();
@@ -105,14 +71,14 @@ TEST_CASE("resumption, eddy with eddy: the second connection of one client Conte
 }
 
 TEST_CASE("resumption, s_client -sess_out then -sess_in against an eddy server: \"Reused\"") {
-    more();
+    more_certs();
     auto listener = TcpListener::bind(SocketAddr::loopback_v4(0));
     Runtime rt(RuntimeConfig{.workers = 2});
     tls::Context server = certs().server();
     server.require_client_certificate(certs().ca());
     const std::string session = certs().file("s_client.session");
-    std::vector<std::string> options = {"-ign_eof", "-CAfile", certs().ca(), "-cert", More::cert("alice"), "-key",
-                                        More::key("alice")};
+    std::vector<std::string> options = {
+        "-ign_eof", "-CAfile", certs().ca(), "-cert", MoreCerts::cert("alice"), "-key", MoreCerts::key("alice")};
     auto serve = [](TcpListener& l, tls::Context ctx) -> Task<bool> {
         TlsStream s = co_await accept_tls(l, std::move(ctx));
         CHECK(co_await read_line(s) == "ping\n");
@@ -136,7 +102,7 @@ TEST_CASE("resumption, s_client -sess_out then -sess_in against an eddy server: 
 }
 
 TEST_CASE("resumption, eddy client against s_server: the second connection resumes") {
-    more();
+    more_certs();
     const char* version = nullptr;
     SUBCASE("TLS 1.3") { version = "-tls1_3"; }
     SUBCASE("TLS 1.2") { version = "-tls1_2"; }
@@ -159,7 +125,7 @@ TEST_CASE("resumption, eddy client against s_server: the second connection resum
 }
 
 TEST_CASE("reload: new handshakes present the new certificate, an open stream goes on, bad pairs change nothing") {
-    more();
+    more_certs();
     auto listener = TcpListener::bind(SocketAddr::loopback_v4(0));
     Runtime rt(RuntimeConfig{.workers = 2});
     run(rt, [](TcpListener& l) -> Task<void> {
@@ -167,7 +133,7 @@ TEST_CASE("reload: new handshakes present the new certificate, an open stream go
         TlsPair first = co_await greeted_pair(certs().client(), server);
         const tls::PeerCertificate old = first.client.peer_certificate().value();
         CHECK(old.subject == "CN=localhost");
-        server.use_certificate(More::cert("server2"), More::key("server2"));
+        server.use_certificate(MoreCerts::cert("server2"), MoreCerts::key("server2"));
         const std::string now = co_await presented_subject(l, server);
         CHECK(now == "O=reloaded,CN=localhost");
         // The first stream still works, and still names its own certificate.
@@ -175,8 +141,9 @@ TEST_CASE("reload: new handshakes present the new certificate, an open stream go
         CHECK(co_await read_line(first.server) == "still here\n");
         CHECK(first.client.peer_certificate().value().serial == old.serial);
         // A key of another certificate, a missing file: refused, the reloaded pair stays.
-        for (auto [cert, key, reason] : {std::tuple{More::cert("server2"), certs().server_key(), "key values mismatch"},
-                                         std::tuple{certs().file("gone.pem"), More::key("server2"), "gone.pem"}}) {
+        for (auto [cert, key, reason] :
+             {std::tuple{MoreCerts::cert("server2"), certs().server_key(), "key values mismatch"},
+              std::tuple{certs().file("gone.pem"), MoreCerts::key("server2"), "gone.pem"}}) {
             try {
                 server.use_certificate(cert, key);
                 FAIL("no exception");
@@ -191,14 +158,14 @@ TEST_CASE("reload: new handshakes present the new certificate, an open stream go
 }
 
 TEST_CASE("reload from another thread while handshakes run on the workers: each sees one whole pair") {
-    more();
+    more_certs();
     auto listener = TcpListener::bind(SocketAddr::loopback_v4(0));
     Runtime rt(RuntimeConfig{.workers = 2});
     tls::Context server = certs().server();
     std::atomic<bool> done{false};
     std::thread reloader([&] {
         for (int i = 0; i < 40 && !done.load(std::memory_order_relaxed); ++i) {  // bounded: it takes a core
-            if (i % 2 == 0) server.use_certificate(More::cert("server2"), More::key("server2"));
+            if (i % 2 == 0) server.use_certificate(MoreCerts::cert("server2"), MoreCerts::key("server2"));
             else server.use_certificate(certs().server_cert(), certs().server_key());
         }
     });

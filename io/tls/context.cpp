@@ -3,6 +3,7 @@
 #include <openssl/ssl.h>
 
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -11,19 +12,38 @@
 #include <eddy/tls/context.hpp>
 #include <eddy/tls/error.hpp>
 
+#include "context_state.hpp"
 #include "openssl_error.hpp"
 
 namespace eddy::tls {
 
-struct Context::State {
-    SSL_CTX* ctx = nullptr;
-    bool server = false;
-    std::vector<unsigned char> alpn;  // wire format: length-prefixed names; read by select_alpn
-    State() = default;
-    State(const State&) = delete;
-    State& operator=(const State&) = delete;
-    ~State() { SSL_CTX_free(ctx); }
-};
+Context::State::~State() { SSL_CTX_free(ctx); }
+
+void Context::State::store_session(const std::string& name, SSL_SESSION* s) {
+    const int size = i2d_SSL_SESSION(s, nullptr);
+    if (size <= 0) return;
+    std::vector<unsigned char> der(static_cast<std::size_t>(size));
+    unsigned char* at = der.data();
+    if (i2d_SSL_SESSION(s, &at) != size) return;
+    std::lock_guard lock(cache_mu);
+    if (sessions.size() >= static_cast<std::size_t>(detail::kMaxCachedSessions) && !sessions.contains(name))
+        sessions.erase(sessions.begin());
+    sessions.insert_or_assign(name, std::move(der));
+}
+
+SSL_SESSION* Context::State::take_session(const std::string& name) {
+    std::vector<unsigned char> der;
+    {
+        std::lock_guard lock(cache_mu);
+        auto it = sessions.find(name);
+        if (it == sessions.end()) return nullptr;
+        der = it->second;
+    }
+    const unsigned char* at = der.data();
+    SSL_SESSION* s = d2i_SSL_SESSION(nullptr, &at, static_cast<long>(der.size()));
+    ERR_clear_error();
+    return s;
+}
 
 namespace {
 
@@ -44,6 +64,30 @@ int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const un
     return SSL_TLSEXT_ERR_OK;
 }
 
+// At each handshake that needs our certificate (every server handshake; a client's when the
+// server asks for one): the Context's current pair, into this SSL object only. The SSL_CTX is
+// never written after setup, so use_certificate() may run beside SSL_new on other threads.
+int present_certificate(SSL* ssl, void* arg) {
+    auto* state = static_cast<Context::State*>(arg);
+    const std::shared_ptr<const detail::CertPair> pair = state->current_cert();
+    if (!pair) return 1;  // a client without one: it sends none
+    return SSL_use_cert_and_key(ssl, pair->leaf, pair->key, pair->chain, 1) == 1 ? 1 : 0;
+}
+
+// A client's new session (after a TLS 1.2 handshake; a TLS 1.3 ticket, read after it): kept
+// under the name connect() was given (the Engine's, SSL app data), to offer next time.
+int keep_session(SSL* ssl, SSL_SESSION* session) {
+    const auto* name = static_cast<const std::string*>(SSL_get_app_data(ssl));
+    auto* state = static_cast<Context::State*>(SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)));
+    if (name == nullptr || state == nullptr || SSL_SESSION_is_resumable(session) != 1) return 0;
+    state->store_session(*name, session);
+    return 0;  // the cache keeps a copy: OpenSSL frees this one
+}
+
+// The id the server's sessions are bound to: OpenSSL refuses to resume a session of a server
+// that verifies clients unless one is set.
+constexpr unsigned char kSessionIdContext[] = "eddy::tls";
+
 }  // namespace
 
 std::shared_ptr<Context::State> Context::new_state(bool server, const char* what) {
@@ -55,6 +99,15 @@ std::shared_ptr<Context::State> Context::new_state(bool server, const char* what
     SSL_CTX_set_min_proto_version(state->ctx, TLS1_2_VERSION);
     // Renegotiation would make a write wait for a read: TLS 1.3 has none, and 1.2's is off.
     SSL_CTX_set_options(state->ctx, SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_set_app_data(state->ctx, state.get());
+    SSL_CTX_set_cert_cb(state->ctx, &present_certificate, state.get());
+    if (server) {
+        // Tickets are on by default, with keys made for this SSL_CTX: stable for its life.
+        SSL_CTX_set_session_id_context(state->ctx, kSessionIdContext, sizeof kSessionIdContext - 1);
+    } else {
+        SSL_CTX_set_session_cache_mode(state->ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+        SSL_CTX_sess_set_new_cb(state->ctx, &keep_session);
+    }
     return state;
 }
 
@@ -67,12 +120,7 @@ Context Context::client() {
 
 Context Context::server(const std::string& cert_chain_pem, const std::string& key_pem) {
     auto state = new_state(true, "eddy::tls::Context::server");
-    if (SSL_CTX_use_certificate_chain_file(state->ctx, cert_chain_pem.c_str()) != 1)
-        throw_setup("eddy::tls::Context::server: certificate " + cert_chain_pem);
-    if (SSL_CTX_use_PrivateKey_file(state->ctx, key_pem.c_str(), SSL_FILETYPE_PEM) != 1)
-        throw_setup("eddy::tls::Context::server: key " + key_pem);
-    if (SSL_CTX_check_private_key(state->ctx) != 1)
-        throw_setup("eddy::tls::Context::server: key " + key_pem + " and certificate " + cert_chain_pem);
+    state->cert = detail::load_cert_pair(cert_chain_pem, key_pem, "eddy::tls::Context::server");
     return Context(std::move(state));
 }
 
@@ -81,6 +129,30 @@ void Context::load_verify_file(const std::string& ca_pem) {
     if (SSL_CTX_load_verify_locations(state_->ctx, ca_pem.c_str(), nullptr) != 1)
         throw_setup("eddy::tls::Context::load_verify_file: " + ca_pem);
 }
+
+void Context::use_certificate(const std::string& cert_chain_pem, const std::string& key_pem) {
+    auto pair = detail::load_cert_pair(cert_chain_pem, key_pem, "eddy::tls::Context::use_certificate");
+    std::lock_guard lock(state_->cert_mu);
+    state_->cert = std::move(pair);
+}
+
+void Context::verify_clients(const std::string& ca_pem, bool required) {
+    const char* what =
+        required ? "eddy::tls::Context::require_client_certificate" : "eddy::tls::Context::request_client_certificate";
+    if (!state_->server) throw Error(errc::setup, std::string(what) + ": a client context (this is for servers)");
+    ERR_clear_error();
+    if (SSL_CTX_load_verify_locations(state_->ctx, ca_pem.c_str(), nullptr) != 1)
+        throw_setup(std::string(what) + ": " + ca_pem);
+    // The CA names the server sends with its request, so a client can pick its certificate.
+    STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(ca_pem.c_str());
+    if (names == nullptr) throw_setup(std::string(what) + ": " + ca_pem + ": no CA certificate");
+    SSL_CTX_set_client_CA_list(state_->ctx, names);
+    SSL_CTX_set_verify(state_->ctx, required ? SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT : SSL_VERIFY_PEER,
+                       nullptr);
+}
+
+void Context::require_client_certificate(const std::string& ca_pem) { verify_clients(ca_pem, true); }
+void Context::request_client_certificate(const std::string& ca_pem) { verify_clients(ca_pem, false); }
 
 void Context::set_alpn(const std::vector<std::string>& protocols) {
     std::vector<unsigned char> wire;

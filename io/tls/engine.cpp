@@ -14,12 +14,14 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include <eddy/tls/detail/engine.hpp>
 #include <eddy/tls/error.hpp>
 
+#include "context_state.hpp"
 #include "openssl_error.hpp"
 
 namespace eddy::tls::detail {
@@ -65,6 +67,12 @@ std::unique_ptr<Engine> Engine::client(const Context& ctx, const std::string& se
         throw std::invalid_argument("eddy::tls::Stream::connect: the server name (to verify its certificate) is empty");
     std::unique_ptr<Engine> e(new Engine(ctx, false));
     ERR_clear_error();
+    e->server_name_ = server_name;
+    SSL_set_app_data(e->ssl_, &e->server_name_);  // the session cache's key (context.cpp)
+    if (SSL_SESSION* offer = ctx.state_->take_session(server_name)) {
+        SSL_set_session(e->ssl_, offer);  // takes its own reference
+        SSL_SESSION_free(offer);
+    }
     bool ok;
     if (is_ip_address(server_name)) {
         // No SNI for an address (RFC 6066); the certificate must list it as an IP SAN.
@@ -93,7 +101,7 @@ Engine::Step Engine::fail(int ret, const char* what) {
         return {Status::kClosed};
     }
     const unsigned long first = ERR_peek_error();
-    const long verify = SSL_get_verify_result(ssl_);
+    long verify = SSL_get_verify_result(ssl_);
     errc kind = errc::protocol;
     if ((code == SSL_ERROR_SSL && ERR_GET_LIB(first) == ERR_LIB_SSL &&
          ERR_GET_REASON(first) == SSL_R_UNEXPECTED_EOF_WHILE_READING) ||
@@ -102,9 +110,14 @@ Engine::Step Engine::fail(int ret, const char* what) {
     } else if (code == SSL_ERROR_SSL && ERR_GET_LIB(first) == ERR_LIB_SSL &&
                ERR_GET_REASON(first) == SSL_R_CERTIFICATE_VERIFY_FAILED && verify != X509_V_OK) {
         kind = errc::certificate;
+    } else if (code == SSL_ERROR_SSL && ERR_GET_LIB(first) == ERR_LIB_SSL &&
+               ERR_GET_REASON(first) == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE) {
+        kind = errc::certificate;  // a server that requires one; the reason says it all
+        verify = X509_V_OK;
     }
     std::string reason = take_openssl_errors();
-    if (kind == errc::certificate) reason += std::string(": ") + X509_verify_cert_error_string(verify);
+    if (kind == errc::certificate && verify != X509_V_OK)
+        reason += std::string(": ") + X509_verify_cert_error_string(verify);
     if (kind == errc::truncated) reason = "the peer closed the connection without close_notify";
     if (reason.empty()) reason = "OpenSSL error " + std::to_string(code);
     failed_ = std::make_exception_ptr(Error(kind, std::string(what) + ": " + reason));
@@ -210,6 +223,22 @@ std::string Engine::alpn_protocol() const {
     unsigned len = 0;
     SSL_get0_alpn_selected(ssl_, &p, &len);
     return p == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(p), len);
+}
+
+}  // namespace eddy::tls::detail
+
+namespace eddy::tls::detail {
+
+std::optional<PeerCertificate> Engine::peer_certificate() const {
+    std::lock_guard lock(mu_);
+    X509* cert = SSL_get0_peer_certificate(ssl_);
+    if (cert == nullptr || !SSL_is_init_finished(ssl_) || SSL_get_verify_result(ssl_) != X509_V_OK) return std::nullopt;
+    return describe_certificate(cert);
+}
+
+bool Engine::session_resumed() const {
+    std::lock_guard lock(mu_);
+    return SSL_session_reused(ssl_) == 1;
 }
 
 }  // namespace eddy::tls::detail

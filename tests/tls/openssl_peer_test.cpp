@@ -31,66 +31,9 @@
 #include "tls/tls_helpers.hpp"
 
 using namespace eddy::test::tls;  // the helpers of this folder
-using eddy::test::child::ChildProcess;
-using eddy::test::child::Program;
 namespace tls = eddy::tls;
 
 namespace {
-
-// A port nobody listens on right now (bound, then released for the child to take).
-std::uint16_t free_port() { return TcpListener::bind(SocketAddr::loopback_v4(0)).local_address().port(); }
-
-// `openssl s_server` on 127.0.0.1 with the server certificate and `mode` ("-rev", "-www",
-// ...), once it says it accepts.
-struct SServer {
-    explicit SServer(std::vector<std::string> mode)
-        : port(free_port()), process(openssl_program(), args(port, std::move(mode)), {}) {
-        REQUIRE_MESSAGE(process.read_through_line("ACCEPT"), "s_server did not start: " << process.stop().err);
-    }
-    static std::vector<std::string> args(std::uint16_t port, std::vector<std::string> mode) {
-        std::vector<std::string> a = {
-            "s_server", "-accept",           "127.0.0.1:" + std::to_string(port), "-cert", certs().server_cert(),
-            "-key",     certs().server_key()};
-        a.insert(a.end(), mode.begin(), mode.end());
-        return a;
-    }
-    SocketAddr addr() const { return SocketAddr::loopback_v4(port); }
-    std::uint16_t port;
-    ChildProcess process;
-};
-
-// `openssl s_client` to 127.0.0.1:port with `options`, reading its input from a file holding
-// `input` (through sh, as ChildProcess gives the child our own standard input).
-struct SClient {
-    SClient(std::uint16_t port, const std::vector<std::string>& options, const std::string& input)
-        : process(shell(), command(port, options, input), {}) {}
-    static const Program& shell() {
-        ::setenv("EDDY_TEST_SH", "/bin/sh", 1);
-        static const Program sh{"s_client", "EDDY_TEST_SH", {}};
-        return sh;
-    }
-    static std::vector<std::string> command(std::uint16_t port, const std::vector<std::string>& options,
-                                            const std::string& input) {
-        const std::string in = certs().file(("s_client-input-" + std::to_string(port)).c_str());
-        { std::ofstream(in) << input; }
-        std::vector<std::string> a = {
-            "-c",       "exec \"$0\" \"$@\" < '" + in + "'", ::getenv(kOpensslEnv), "s_client",
-            "-connect", "127.0.0.1:" + std::to_string(port)};
-        a.insert(a.end(), options.begin(), options.end());
-        return a;
-    }
-    ChildProcess process;
-};
-
-Task<std::string> read_line(TlsStream& s) {
-    std::string line;
-    while (line.empty() || line.back() != '\n') {
-        std::string part = co_await read_text(s, 1);
-        if (part.empty()) break;
-        line += part;
-    }
-    co_return line;
-}
 
 Task<std::string> read_to_end(TlsStream& s) {
     std::string all;

@@ -1,7 +1,8 @@
 // tests/tls/tls_helpers.hpp: what the TLS tests share: the `openssl` command (the test is
 // skipped, exit 77, where it is missing), a throwaway CA and a server certificate for
 // 127.0.0.1 and localhost made with it in a TempDir, run as child processes with bounded
-// waits (tests/support/child_process.hpp), and a TCP connection wrapped in TLS on both ends.
+// waits (tests/support/child_process.hpp), `openssl s_server` and `s_client` as peers, and a
+// TCP connection wrapped in TLS on both ends.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -173,6 +175,130 @@ inline Task<std::string> read_text_exact(TlsStream& s, std::size_t want) {
         all += part;
     }
     co_return all;
+}
+
+// A port nobody listens on right now (bound, then released for the child to take).
+inline std::uint16_t free_port() { return TcpListener::bind(SocketAddr::loopback_v4(0)).local_address().port(); }
+
+// `openssl s_server` on 127.0.0.1 with the server certificate and `mode` ("-rev", "-www",
+// ...), once it says it accepts.
+struct SServer {
+    using ChildProcess = child::ChildProcess;
+    explicit SServer(std::vector<std::string> mode)
+        : port(free_port()), process(openssl_program(), args(port, std::move(mode)), {}) {
+        REQUIRE_MESSAGE(process.read_through_line("ACCEPT"), "s_server did not start: " << process.stop().err);
+    }
+    static std::vector<std::string> args(std::uint16_t port, std::vector<std::string> mode) {
+        std::vector<std::string> a = {
+            "s_server", "-accept",           "127.0.0.1:" + std::to_string(port), "-cert", certs().server_cert(),
+            "-key",     certs().server_key()};
+        a.insert(a.end(), mode.begin(), mode.end());
+        return a;
+    }
+    SocketAddr addr() const { return SocketAddr::loopback_v4(port); }
+    std::uint16_t port;
+    ChildProcess process;
+};
+
+// `openssl s_client` to 127.0.0.1:port with `options`, reading its input from a file holding
+// `input` (through sh, as ChildProcess gives the child our own standard input).
+struct SClient {
+    using ChildProcess = child::ChildProcess;
+    using Program = child::Program;
+    SClient(std::uint16_t port, const std::vector<std::string>& options, const std::string& input)
+        : process(shell(), command(port, options, input), {}) {}
+    static const Program& shell() {
+        ::setenv("EDDY_TEST_SH", "/bin/sh", 1);
+        static const Program sh{"s_client", "EDDY_TEST_SH", {}};
+        return sh;
+    }
+    static std::vector<std::string> command(std::uint16_t port, const std::vector<std::string>& options,
+                                            const std::string& input) {
+        const std::string in = certs().file(("s_client-input-" + std::to_string(port)).c_str());
+        { std::ofstream(in) << input; }
+        std::vector<std::string> a = {
+            "-c",       "exec \"$0\" \"$@\" < '" + in + "'", ::getenv(kOpensslEnv), "s_client",
+            "-connect", "127.0.0.1:" + std::to_string(port)};
+        a.insert(a.end(), options.begin(), options.end());
+        return a;
+    }
+    ChildProcess process;
+};
+
+/// Reads through the next '\n' (or to end of stream).
+inline Task<std::string> read_line(TlsStream& s) {
+    std::string line;
+    while (line.empty() || line.back() != '\n') {
+        std::string part = co_await read_text(s, 1);
+        if (part.empty()) break;
+        line += part;
+    }
+    co_return line;
+}
+
+/// More certificates for mutual TLS and reloads, made once per process on first use: client
+/// certificates signed by the CA (alice: good, with SANs of every kind; old: expired), one by
+/// a second CA nobody trusts (mallory), and a second server certificate (server2, subject
+/// "O=reloaded,CN=localhost").
+struct MoreCerts {
+    MoreCerts() {
+        std::ofstream(cnf()) << "[req]\ndistinguished_name = dn\nprompt = no\n[dn]\nCN = x\n"
+                                "[ca_ext]\nbasicConstraints = critical,CA:TRUE\nkeyUsage = critical,keyCertSign\n"
+                                "[client_ext]\nbasicConstraints = CA:FALSE\nextendedKeyUsage = clientAuth\n"
+                                "subjectAltName = DNS:alice.example,IP:10.0.0.1,email:alice@example.org,"
+                                "URI:spiffe://example.org/alice\n"
+                                "[server_ext]\nbasicConstraints = CA:FALSE\nextendedKeyUsage = serverAuth\n"
+                                "subjectAltName = IP:127.0.0.1,DNS:localhost\n";
+        const Certs& c = certs();
+        signed_by(c.ca(), c.ca_key(), "client_ext", "/CN=alice/O=eddy tests", "alice");
+        signed_by(c.ca(), c.ca_key(), "server_ext", "/CN=localhost/O=reloaded", "server2");
+        openssl({"req", "-new", "-config", cnf(), "-subj", "/CN=old", "-newkey", "ec", "-pkeyopt",
+                 "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key("old"), "-out", c.file("old.csr")});
+        openssl({"x509", "-req", "-in", c.file("old.csr"), "-CA", c.ca(), "-CAkey", c.ca_key(), "-days", "-1",
+                 "-extfile", cnf(), "-extensions", "client_ext", "-out", cert("old")});  // ended yesterday
+        signed_by("", "", "ca_ext", "/CN=other CA", "ca2");
+        signed_by(cert("ca2"), key("ca2"), "client_ext", "/CN=mallory", "mallory");
+    }
+    // `name`.pem/.key, signed by ca/ca_key ("": self-signed), valid for two days.
+    void signed_by(const std::string& ca, const std::string& ca_key, const char* ext, const char* subject,
+                   const char* name) {
+        std::vector<std::string> a = {
+            "req",    "-x509",   "-config", cnf(),     "-extensions", ext,        "-days",
+            "2",      "-subj",   subject,   "-newkey", "ec",          "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-keyout", key(name), "-out",    cert(name)};
+        if (!ca.empty()) a.insert(a.end(), {"-CA", ca, "-CAkey", ca_key});
+        openssl(a);
+    }
+    static std::string cnf() { return certs().file("mtls.cnf"); }
+    static std::string cert(const std::string& name) { return certs().file((name + ".pem").c_str()); }
+    static std::string key(const std::string& name) { return certs().file((name + ".key").c_str()); }
+
+    // A client context trusting the CA, presenting `name`'s certificate ("": none).
+    static eddy::tls::Context client(const std::string& name) {
+        eddy::tls::Context ctx = certs().client();
+        if (!name.empty()) ctx.use_certificate(cert(name), key(name));
+        return ctx;
+    }
+    // A server context requiring (or only asking for) a client certificate from the CA.
+    static eddy::tls::Context server(bool required = true) {
+        eddy::tls::Context ctx = certs().server();
+        if (required) ctx.require_client_certificate(certs().ca());
+        else ctx.request_client_certificate(certs().ca());
+        return ctx;
+    }
+};
+
+inline const MoreCerts& more_certs() {
+    static const MoreCerts m;
+    return m;
+}
+
+/// One greeting from the server, read by the client (TLS 1.3 tickets arrive with it).
+inline Task<TlsPair> greeted_pair(eddy::tls::Context client, eddy::tls::Context server) {
+    TlsPair p = co_await tls_pair(std::move(client), std::move(server));
+    co_await p.server.write_all(std::string_view("hi\n"));
+    CHECK(co_await read_line(p.client) == "hi\n");
+    co_return p;
 }
 
 inline bool contains(const std::string& text, const char* part) { return text.find(part) != std::string::npos; }

@@ -90,6 +90,7 @@
 // eddy::tls, when this build has it (OpenSSL found; <eddy/config.hpp> says).
 #include <eddy/config.hpp>
 #if EDDY_HAS_TLS
+#include <eddy/tls/certificate.hpp>
 #include <eddy/tls/context.hpp>
 #include <eddy/tls/error.hpp>
 #include <eddy/tls/stream.hpp>

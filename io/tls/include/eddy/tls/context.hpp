@@ -7,12 +7,16 @@
 //!
 //! A copyable handle: copies share one SSL_CTX (reference-counted), and every Stream keeps the
 //! one it was made with alive. Configure it before the first stream uses it; after that it is
-//! only read, from any thread. Failures throw tls::Error with errc::setup (OpenSSL's reason
-//! in the message: "No such file or directory", "key values mismatch", ...).
+//! only read, from any thread, except use_certificate(): a reload, safe at any time.
+//! Failures throw tls::Error with errc::setup (OpenSSL's reason in the message: "No such file or directory", "key values mismatch", ...).
 //!
 //! Defaults: TLS 1.2 at least (OpenSSL's own cipher choice); a client verifies the server's
 //! certificate against the system's trust store (and the name given to connect()); a server
-//! asks for no client certificate.
+//! asks for no client certificate (require_client_certificate(): mutual TLS).
+//!
+//! Resumption: a server issues session tickets (keys made per Context, stable for its life);
+//! a client Context keeps the last session per server name (up to 256 names) and offers it
+//! on the next connect() to that name (Stream::session_resumed() says whether it was taken).
 //! @file
 #pragma once
 
@@ -23,6 +27,10 @@
 struct ssl_ctx_st;  // OpenSSL's SSL_CTX: no OpenSSL header is needed to use eddy::tls
 
 namespace eddy::tls {
+
+namespace detail {
+class Engine;
+}
 
 /// A TLS protocol version, for the lowest one a Context accepts.
 enum class Version { kTls12, kTls13 };
@@ -49,12 +57,32 @@ public:
     /// The oldest protocol version accepted (default kTls12).
     void set_min_version(Version v);
 
+    /// The certificate chain (PEM, leaf first) and key this side presents from now on. On a
+    /// client: the client certificate, sent when a server asks for one. On a live server
+    /// Context, a reload: handshakes that start afterwards present the new pair, streams
+    /// already made keep theirs. Thread-safe against handshakes on other threads, any time.
+    /// tls::Error (setup): a file missing or not PEM, or a key that does not belong to the
+    /// certificate; the pair in force stays.
+    void use_certificate(const std::string& cert_chain_pem, const std::string& key_pem);
+    /// Server: every client must present a certificate signed by a CA in the PEM file `ca_pem`
+    /// (mutual TLS); accept() fails otherwise (tls::Error, certificate: "peer did not return
+    /// a certificate", "certificate has expired", "unable to get local issuer certificate").
+    /// tls::Error (setup) if the file holds no CA or this is a client Context.
+    void require_client_certificate(const std::string& ca_pem);
+    /// Server: asks for a client certificate from `ca_pem`'s CAs without requiring one; a
+    /// client that sends none is accepted (peer_certificate() is empty), one whose
+    /// certificate does not verify is refused. Errors as require_client_certificate().
+    void request_client_certificate(const std::string& ca_pem);
+
     /// The SSL_CTX, for settings this class does not cover (cast to SSL_CTX*).
     ssl_ctx_st* native_handle() const noexcept;
     bool is_server() const noexcept;  ///< made by Context::server(), not client()
 
+    struct State;  ///< the shared state (its definition is private to io/tls/)
+
 private:
-    struct State;
+    friend class detail::Engine;  // reads the certificate pair and the session cache
+    void verify_clients(const std::string& ca_pem, bool required);
     static std::shared_ptr<State> new_state(bool server, const char* what);
     explicit Context(std::shared_ptr<State> state) noexcept : state_(std::move(state)) {}
     std::shared_ptr<State> state_;

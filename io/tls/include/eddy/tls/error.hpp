@@ -27,7 +27,8 @@ enum class errc {
     /// a malformed or forged record, data written after shutdown().
     protocol = 1,
     /// The peer's certificate was not accepted: not signed by a trusted CA, expired, or not
-    /// for the name (or IP address) that connect() was given.
+    /// for the name (or IP address) that connect() was given; or a server that requires a
+    /// client certificate got none ("peer did not return a certificate").
     certificate = 2,
     /// The peer closed the connection without a close_notify alert, so the data may have been
     /// cut short by an attacker (or the peer crashed). A clean close gives read() == 0 instead.

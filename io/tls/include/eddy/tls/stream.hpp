@@ -56,6 +56,7 @@
 #include <eddy/net/tcp_stream.hpp>
 #include <eddy/sync/mutex.hpp>
 #include <eddy/tasks/task.hpp>
+#include <eddy/tls/certificate.hpp>
 #include <eddy/tls/context.hpp>
 #include <eddy/tls/detail/engine.hpp>
 #include <eddy/tls/error.hpp>
@@ -150,6 +151,13 @@ public:
     const S& next_layer() const noexcept { return stream_; }  ///< the stream below, read-only
     /// The ALPN protocol agreed on in the handshake ("" if none).
     std::string alpn_protocol() const { return engine_->alpn_protocol(); }
+    /// The peer's certificate (its subject, SANs, validity, serial, fingerprint), if it sent
+    /// one and it verified: the server's on a client; on a server, the client's when the
+    /// Context asks for one (require_client_certificate()), else empty. Also after a
+    /// resumed handshake (the session remembers it).
+    std::optional<PeerCertificate> peer_certificate() const { return engine_->peer_certificate(); }
+    /// Whether this handshake resumed an earlier session (a ticket: no certificate exchange).
+    bool session_resumed() const { return engine_->session_resumed(); }
 
 private:
     // A read's hold on the input buffer, from its start to its end (also by an exception, or

@@ -29,11 +29,13 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include <eddy/sync/mutex.hpp>
+#include <eddy/tls/certificate.hpp>
 #include <eddy/tls/context.hpp>
 
 struct ssl_st;  // OpenSSL's SSL
@@ -92,6 +94,10 @@ public:
 
     /// The protocol ALPN agreed on ("" if none).
     std::string alpn_protocol() const;
+    /// The peer's certificate, if it sent one that verified (after the handshake).
+    std::optional<PeerCertificate> peer_certificate() const;
+    /// Whether this handshake resumed an earlier session.
+    bool session_resumed() const;
 
 private:
     Engine(const Context& ctx, bool server);
@@ -100,9 +106,10 @@ private:
     Context ctx_;  // keeps the SSL_CTX (and the ALPN list its callback reads) alive
     mutable std::mutex mu_;
     ssl_st* ssl_ = nullptr;
-    bio_st* in_ = nullptr;   // ciphertext from the peer (owned by ssl_)
-    bio_st* out_ = nullptr;  // ciphertext for the peer (owned by ssl_)
-    bool eof_ = false;       // the stream below ended
+    bio_st* in_ = nullptr;     // ciphertext from the peer (owned by ssl_)
+    bio_st* out_ = nullptr;    // ciphertext for the peer (owned by ssl_)
+    bool eof_ = false;         // the stream below ended
+    std::string server_name_;  // a client's: the key of the Context's session cache
     std::exception_ptr failed_{};
     std::vector<std::byte> in_buf_;
     std::vector<std::byte> out_buf_;  // write_lock_

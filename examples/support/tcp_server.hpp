@@ -2,9 +2,10 @@
 // kv_server, chat_server) share, so that each example file shows only its protocol:
 //   * the command line: --host ADDR, --port N (EDDY_PORT fills it in when not given; 0 picks
 //     a free port), --drain-timeout MS (0 to 3600000, see below), --workers N (EDDY_WORKERS
-//     fills it in when not given; else one worker per CPU). The command line beats the environment for both, as an operator expects of a
-//     flag: the runtime's settings come from RuntimeConfig::from_env() (so the other EDDY_*
-//     tuning variables apply too), then --workers, when given, is set over them;
+//     fills it in when not given; else one worker per CPU). The command line beats the
+//     environment for both, as an operator expects of a flag: the runtime's settings come
+//     from RuntimeConfig::from_env() (so the other EDDY_* tuning variables apply too), then
+//     --workers, when given, is set over them;
 //   * the server's life: SIGINT/SIGTERM blocked before the Runtime starts (its threads
 //     inherit the mask, so the signals reach a signalfd), the listener bound before the
 //     "<name> runtime=eddy workers=N listening=ADDR" line is printed, one task per connection
@@ -142,7 +143,8 @@ inline ServerOptions parse_server_options(const char* name, const char* descript
 }
 
 /// What every server example (and examples/service, as a supervising group's child error
-/// handler) does with a connection's failure: report it, and the server goes on. A reset or a broken pipe is routine for a server (the client went away): silent.
+/// handler) does with a connection's failure: report it, and the server goes on. A reset or
+/// a broken pipe is routine for a server (the client went away): silent.
 inline void report_connection_error(const char* name, std::exception_ptr e) {
     try {
         std::rethrow_exception(e);

@@ -33,7 +33,8 @@
 // while it has members.
 //
 // Per client (one connection task of examples/support/tcp_server.hpp, which gives the command
-// line, the listener and the SIGINT/SIGTERM shutdown):
+// line, the listener and the SIGINT/SIGTERM shutdown; a chat has no requests to finish, so
+// serve_chat takes no examples::Drain and every client is cancelled as the drain begins):
 //   reader  reads lines through an io::FramedRead with an io::LinesCodec bounded to 4 KiB a
 //           line and sends each into the room's broadcast::Sender; at the end of its input it
 //           closes the outbox;

@@ -1,7 +1,7 @@
 // examples/http_hello.cpp: an HTTP/1.1 keep-alive server that answers "Hello, world!",
 // written the way a service would write it on eddy's buffered streams.
 //
-//     http_hello [--host ADDR] [--port N] [--workers N]
+//     http_hello [--host ADDR] [--port N] [--workers N] [--drain-timeout MS]
 //     wrk -t2 -c64 -d5s http://127.0.0.1:7878/
 //
 // One task per connection reads requests through an io::BufReader and answers through an
@@ -26,8 +26,12 @@
 //   * What a peer can make the server hold: per connection, an 8 KiB read buffer (a line
 //     longer than that is the 431 above), a 16 KiB write buffer and the request line and
 //     one header line at a time; a body is dropped as it comes, never stored.
-// The command line, the accept loop and the shutdown (SIGINT/SIGTERM) are the other server
-// examples' (examples/support/tcp_server.hpp). First line:
+// The command line, the accept loop and the shutdown are the other server examples'
+// (examples/support/tcp_server.hpp). On SIGINT/SIGTERM the server drains: a request already
+// begun (some of its bytes arrived) is read and answered with "Connection: close", then its
+// connection closes; a keep-alive connection waiting for its next request is closed
+// (examples::next_request); the server exits once all are closed or --drain-timeout has
+// passed. First line:
 //     http_hello runtime=eddy workers=2 listening=127.0.0.1:7878
 #include "support/tcp_server.hpp"
 
@@ -155,12 +159,15 @@ void answer_request(std::string& text, const Request& r) {
     else format_answer(text, "200 OK", kHello, head, r.close);
 }
 
-eddy::Task<void> serve_http(eddy::net::TcpStream s) {
+eddy::Task<void> serve_http(eddy::net::TcpStream s, const examples::Drain& drain) {
     s.set_nodelay(true);
     eddy::io::BufReader in(s, 8192, kMaxLine);
     eddy::io::BufWriter out(s, 16384);
     std::string line, text;
     for (;;) {
+        // Idle between requests: on SIGTERM the connection closes here. A request already
+        // begun is read and answered.
+        if (in.buffer().empty() && !co_await examples::next_request(s, drain)) break;
         Request r;
         const Outcome outcome = co_await read_request(in, line, r);
         if (outcome == Outcome::kEnd) break;
@@ -173,6 +180,7 @@ eddy::Task<void> serve_http(eddy::net::TcpStream s) {
             co_await out.write_all(text);
             break;
         }
+        if (drain.draining()) r.close = true;  // the answer says "Connection: close"
         answer_request(text, r);
         co_await out.write_all(text);
         if (r.close) break;

@@ -1,7 +1,7 @@
 // examples/kv_server.cpp: a key-value server speaking a subset of the Redis protocol (RESP2),
 // enough for redis-cli and redis-benchmark, on eddy's framed streams (a RESP io::Decoder).
 //
-//     kv_server [--host ADDR] [--port N] [--workers N]
+//     kv_server [--host ADDR] [--port N] [--workers N] [--drain-timeout MS]
 //     redis-benchmark -p 7878 -t set,get -n 100000 -c 50 -P 16 -q
 //
 // Commands: PING [message], ECHO message, SET key value, GET key, DEL key [key ...],
@@ -25,8 +25,11 @@
 //     stores (Redis's maxclients and maxmemory), which grow with what peers send.
 // The data lives in 16 shards, each a std::unordered_map under a std::mutex: a lock is held
 // for one map operation, never across a co_await, so a plain mutex is the right tool.
-// The command line, the accept loop and the shutdown (SIGINT/SIGTERM) are the other server
-// examples' (examples/support/tcp_server.hpp). First line:
+// The command line, the accept loop and the shutdown are the other server examples'
+// (examples/support/tcp_server.hpp). On SIGINT/SIGTERM the server drains: a command already
+// begun (some of its bytes arrived) is read, run and answered, a connection waiting for its
+// next command is closed (examples::next_request), and the server exits once all are closed
+// or --drain-timeout has passed. First line:
 //     kv_server runtime=eddy workers=2 listening=127.0.0.1:7878
 #include "support/tcp_server.hpp"
 
@@ -233,12 +236,15 @@ void execute(std::vector<std::string>& args, std::string& out) {
     }
 }
 
-eddy::Task<void> serve_kv(eddy::net::TcpStream s) {
+eddy::Task<void> serve_kv(eddy::net::TcpStream s, const examples::Drain& drain) {
     s.set_nodelay(true);
     eddy::io::FramedRead in(s, RespDecoder{}, 16384);
     eddy::io::BufWriter out(s, 16384);
     std::string answer;
     for (;;) {
+        // Idle between commands: on SIGTERM the connection closes here. A command already
+        // begun is read and answered.
+        if (in.read_buffer().empty() && !co_await examples::next_request(s, drain)) break;
         std::optional<std::vector<std::string>> args;
         std::optional<ProtocolError> error;
         try {

@@ -12,13 +12,21 @@
 // waiting for a body; a repeated Content-Length of one value taken as one; requests split
 // into 1-byte sends. wrk: every answer 2xx,
 // no socket error. Then SIGTERM: exit status 0 and nothing on stderr.
+// The drain on SIGTERM/SIGINT: with half a request sent, the "draining" line comes, a new
+// connection is refused (ECONNREFUSED), the rest of the request gets its whole answer (with
+// "Connection: close"), the connection closes and the server exits 0; keep-alive connections
+// idle between requests are closed; a request never finished is cancelled at
+// --drain-timeout 200 and counted as such on the last line; a bad --drain-timeout exits 2.
 // The server binary comes from EDDY_HTTP_HELLO, wrk from EDDY_WRK (the test is skipped
 // without it); both are set by tests/meson.build.
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
@@ -225,4 +233,90 @@ TEST_CASE("http_hello: keep-alive, pipelining, HEAD, bodies, 404/405, closing, b
     const Exit e = server.stop();
     CHECK(e.status == 0);
     CHECK(e.err == "");
+}
+
+namespace {
+
+/// The errno of a blocking connect to 127.0.0.1:`port` (0 when it connects).
+int connect_error(std::uint16_t port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const int error = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 ? 0 : errno;
+    ::close(fd);
+    return error;
+}
+
+/// Sends all of `text` in one send.
+void send_text(Client& c, const std::string& text) {
+    REQUIRE(::send(c.fd(), text.data(), text.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(text.size()));
+}
+
+/// A connection the server has accepted and served once (so a SIGTERM finds it open), then
+/// left with the first half of a request (no blank line yet) when `half` is set.
+Client served_connection(std::uint16_t port, bool half) {
+    Client c(port);
+    const auto r = send_and_read(c, get("/"), 1);
+    REQUIRE(r.size() == 1);
+    if (half) send_text(c, "GET / HTTP/1.1\r\nHost: x\r\n");
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("http_hello: SIGTERM drains: a request begun is answered, idle connections close") {
+    SUBCASE("half a request: new connections refused, the request answered, then the exit") {
+        eddy::test::child::ServerProcess server(kHttpHello);
+        const std::uint16_t port = server.port();
+        Client c = served_connection(port, true);
+        server.signal(SIGTERM);
+        const std::optional<std::string> draining = server.read_through_line("http_hello: SIGTERM, draining");
+        REQUIRE(draining.has_value());
+        CHECK(*draining == "http_hello: SIGTERM, draining 1 connection\n");
+        CHECK(connect_error(port) == ECONNREFUSED);  // the listener closed before that line
+        bool closed = false;
+        const auto r = send_and_read(c, "\r\n", 1, &closed);
+        REQUIRE(r.size() == 1);
+        CHECK(r[0].status == "200 OK");
+        CHECK(r[0].body == "Hello, world!");
+        CHECK(r[0].headers.find("Connection: close") != std::string::npos);
+        CHECK(closed);
+        CHECK(server.wait_clean_exit() == "http_hello: SIGTERM, shut down; 1 connection closed\n");
+    }
+    SUBCASE("keep-alive connections idle between requests are closed, and the server exits") {
+        eddy::test::child::ServerProcess server(kHttpHello);
+        const std::uint16_t port = server.port();
+        Client a = served_connection(port, false);
+        Client b = served_connection(port, false);
+        server.signal(SIGINT);
+        CHECK(a.sees_end_of_stream());
+        CHECK(b.sees_end_of_stream());
+        CHECK(server.wait_clean_exit() ==
+              "http_hello: SIGINT, draining 2 connections\nhttp_hello: SIGINT, shut down; 2 connections closed\n");
+    }
+    SUBCASE("a request never finished is cancelled at --drain-timeout") {
+        eddy::test::child::ServerProcess server(kHttpHello,
+                                                {"--port", "0", "--workers", "2", "--drain-timeout", "200"});
+        const std::uint16_t port = server.port();
+        Client c = served_connection(port, true);
+        server.signal(SIGTERM);
+        // Exits by itself: wait_exit's bound (kDeadline, 20 s) is 100 times the drain timeout.
+        CHECK(server.wait_clean_exit() ==
+              "http_hello: SIGTERM, draining 1 connection\n"
+              "http_hello: SIGTERM, shut down; 1 connection closed (1 cancelled at the deadline)\n");
+        CHECK(c.sees_end_of_stream(true));
+    }
+    SUBCASE("a bad --drain-timeout is refused with exit status 2") {
+        for (const char* bad : {"-1", "ten", "3600001", ""}) {
+            CAPTURE(bad);
+            eddy::test::child::ChildProcess server(kHttpHello, {"--port", "0", "--drain-timeout", bad}, {});
+            const std::optional<Exit> e = server.wait_exit();
+            REQUIRE(e.has_value());
+            CHECK(e->status == 2);
+            CHECK(e->err.find("http_hello: --drain-timeout must be a number of milliseconds from 0 to 3600000") == 0);
+        }
+    }
 }

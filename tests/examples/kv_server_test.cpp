@@ -14,12 +14,14 @@
 // receive queues in /proc/net/tcp are empty), its VmRSS has grown by less than 64 MiB (the
 // server allocating the announced lengths grew it by 313 MiB) and it still answers.
 // redis-benchmark: SET, GET and PING runs complete, and the key it wrote (a 3-byte value) reads back. Then
-// SIGTERM: exit status 0 and nothing on stderr.
+// SIGTERM: exit status 0 and nothing on stderr. The drain: on SIGTERM, half a SET already sent
+// is answered once its rest comes, an idle connection is closed, the server exits 0.
 // The server binary comes from EDDY_KV_SERVER, redis-benchmark from EDDY_REDIS_BENCHMARK (the
 // case is skipped without it); both are set by tests/meson.build.
 #include <doctest/doctest.h>
 
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -260,4 +262,23 @@ TEST_CASE("kv_server: commands, pipelining, errors; then redis-benchmark") {
     const Exit e = server.stop();
     CHECK(e.status == 0);
     CHECK(e.err == "");
+}
+
+TEST_CASE("kv_server: SIGTERM drains: a command begun is answered, an idle connection closes") {
+    eddy::test::child::ServerProcess server(kKvServer);
+    const std::uint16_t port = server.port();
+    Client busy(port), idle(port);
+    CHECK(ask(busy, command({"PING"}), "+PONG\r\n") == "+PONG\r\n");  // both accepted and served
+    CHECK(ask(idle, command({"PING"}), "+PONG\r\n") == "+PONG\r\n");
+    const std::string set = command({"SET", "k", "v"});
+    const std::size_t half = set.size() - 3;  // all but "v\r\n"
+    REQUIRE(::send(busy.fd(), set.data(), half, MSG_NOSIGNAL) == static_cast<ssize_t>(half));
+    server.signal(SIGTERM);
+    const std::optional<std::string> draining = server.read_through_line("kv_server: SIGTERM, draining");
+    REQUIRE(draining.has_value());
+    CHECK(*draining == "kv_server: SIGTERM, draining 2 connections\n");
+    CHECK(idle.sees_end_of_stream());
+    CHECK(ask(busy, set.substr(half), "+OK\r\n") == "+OK\r\n");
+    CHECK(busy.sees_end_of_stream());
+    CHECK(server.wait_clean_exit() == "kv_server: SIGTERM, shut down; 2 connections closed\n");
 }

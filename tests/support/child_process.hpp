@@ -255,6 +255,16 @@ public:
         return stop();
     }
 
+    /// Waits (up to kDeadline) for the process to exit by itself, checks that it ended
+    /// cleanly (status 0, nothing on stderr) and returns the rest of its standard output.
+    std::string wait_clean_exit() {
+        const std::optional<Exit> e = wait_exit();
+        REQUIRE_MESSAGE(e.has_value(), name_ << " did not exit");
+        CHECK(e->status == 0);
+        CHECK(e->err == "");
+        return rest_of_output();
+    }
+
     /// Stops it if still running (SIGTERM, the signal an operator would send; SIGKILL if it
     /// has not exited after kDeadline), reaps it and returns how it ended, for the test to
     /// check. Idempotent.

@@ -6,11 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <string>
 #include <system_error>
 #include <utility>
 
+#include <eddy/io/detail/io_awaiter.hpp>
 #include <eddy/io/readiness.hpp>
 #include <eddy/runtime/spawn.hpp>
 #include <eddy/runtime/this_worker.hpp>
@@ -21,11 +23,26 @@ namespace eddy::process {
 
 namespace detail {
 
+namespace {
+std::atomic<bool> pidfd_poll_forced{false};
+}  // namespace
+
+void force_pidfd_poll(bool on) noexcept { pidfd_poll_forced.store(on, std::memory_order_relaxed); }
+
+bool waits_with_waitid() {
+    return !pidfd_poll_forced.load(std::memory_order_relaxed) &&
+           eddy::detail::reactor_has_waitid(eddy::detail::current_reactor("eddy::process::Child::wait"));
+}
+
 std::optional<ExitStatus> reap(int pidfd, const char* what) {
     siginfo_t info{};
     if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &info, WEXITED | WNOHANG) != 0)
         throw std::system_error(errno, std::system_category(), what);
     if (info.si_pid == 0) return std::nullopt;  // still running
+    return status_of(info);
+}
+
+ExitStatus status_of(const siginfo_t& info) noexcept {
     switch (info.si_code) {
     case CLD_EXITED:
         return ExitStatus::exited(info.si_status);
@@ -106,6 +123,22 @@ void Child::drop() noexcept {
 
 Task<ExitStatus> Child::wait(std::stop_token token) {
     stdin.reset();
+    if (status_) co_return *status_;
+    if (pidfd_ && detail::waits_with_waitid()) {
+        // Linux 6.7+: the kernel reaps the child when it ends and completes the operation
+        // once. Cancelled, it reaps nothing (the child stays waitable). `info` lives in this
+        // frame until the completion, cancelled or not.
+        siginfo_t info{};
+        (void)co_await eddy::detail::IoAwaiter(
+            eddy::detail::IoRequest{
+                .kind = eddy::detail::IoKind::kWaitId, .fd = pidfd_.get(), .addr = &info, .flags = WEXITED},
+            "eddy::process::Child::wait: waitid", token);
+        if (info.si_pid != 0) {
+            status_ = detail::status_of(info);
+            co_return *status_;
+        }
+        // Nothing reaped (a kernel that treated the wait as WNOHANG): poll as below.
+    }
     for (;;) {
         if (auto st = try_wait()) co_return *st;
         co_await io::readable(pidfd_.get(), token);

@@ -2,6 +2,8 @@
 #pragma once
 #include "private.hpp"
 
+#include <signal.h>
+
 #include <optional>
 #include <utility>
 
@@ -13,6 +15,16 @@ namespace eddy::process::detail {
 /// waitid(P_PIDFD, WEXITED | WNOHANG): the status if the child has ended (reaped now), else
 /// std::nullopt. Throws std::system_error (`what`, the errno: ECHILD) on failure.
 std::optional<ExitStatus> reap(int pidfd, const char* what);
+
+/// The ExitStatus a waitid() reported in `info` (si_pid not 0).
+ExitStatus status_of(const siginfo_t& info) noexcept;
+
+/// Tests only: `true` makes Child::wait() poll the pidfd even where the ring has
+/// IORING_OP_WAITID, so that both ways run on one machine; `false` (the default) undoes it.
+void force_pidfd_poll(bool on) noexcept;
+/// Whether Child::wait() on the calling worker waits with IORING_OP_WAITID (not forced off,
+/// and the runtime's ring has it). Throws eddy::WrongThread off a worker.
+bool waits_with_waitid();
 
 /// Keeps `pidfd` (a dropped child) until a later reap_orphans() finds it ended.
 void adopt_orphan(io::FileDescriptor pidfd) noexcept;

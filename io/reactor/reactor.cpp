@@ -7,6 +7,7 @@
 #include "time/timer_queue.hpp"
 
 #include <poll.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <eddy/runtime/detail/scheduler_api.hpp>
@@ -19,6 +20,9 @@
 #include <string>
 
 namespace eddy::detail {
+
+static_assert(IORING_OP_SENDMSG_ZC == 48, "the io_uring opcodes kOpWaitId counts from");
+
 namespace {
 
 bool waits_for_write(IoKind k) noexcept {
@@ -263,6 +267,11 @@ void Reactor::start_io(IoOperation* op) {
     case IoKind::kMkdirAt:
         io_uring_prep_mkdirat(sqe, op->fd, static_cast<const char*>(op->addr), op->len);
         break;
+    case IoKind::kWaitId:  // by hand: liburing 2.3 has no io_uring_prep_waitid (reactor.hpp)
+        io_uring_prep_rw(kOpWaitId, sqe, op->fd, nullptr, static_cast<unsigned>(P_PIDFD), 0);
+        sqe->file_index = op->op_flags;
+        sqe->addr2 = reinterpret_cast<std::uintptr_t>(op->addr);
+        break;
     }
     // The worker's own attempt just found the socket not ready: have the kernel wait for
     // readiness instead of trying (and failing) once more.
@@ -450,6 +459,8 @@ void Reactor::untrack(Operation* op) noexcept {
 // --- the entry points of eddy/io/detail/operation.hpp ----------------------------------------
 
 Reactor& current_reactor(const char* what) { return static_cast<Reactor&>(require_driver(what)); }
+
+bool reactor_has_waitid(const Reactor& reactor) noexcept { return reactor.has_waitid(); }
 
 Reactor* this_thread_reactor() noexcept { return static_cast<Reactor*>(this_thread_driver()); }
 

@@ -91,6 +91,12 @@ namespace eddy::detail {
 class PollState;
 class TimerQueue;
 
+/// IORING_OP_WAITID (Linux 6.7), which the headers of liburing 2.3 (Debian 12) lack: the
+/// kernel's number, the one after IORING_OP_READ_MULTISHOT (49), which follows
+/// IORING_OP_SENDMSG_ZC (48, checked in reactor.cpp). The SQE: fd = the id, len = the id
+/// type, file_index = the options, addr2 = the siginfo_t, everything else zero.
+inline constexpr int kOpWaitId = 50;
+
 class Reactor final : public Driver {
 public:
     /// Sets up the ring; std::system_error saying why when io_uring is unavailable.
@@ -118,6 +124,8 @@ public:
     void watch() noexcept override;
     void wake() noexcept override { wake_if_sleeping(); }
     ReactorMetrics metrics() const noexcept override;
+    /// Whether the ring has IORING_OP_WAITID (probed once by the constructor).
+    bool has_waitid() const noexcept { return waitid_; }
 
 private:
     // user_data values that are not operations (operations are at least 8-aligned).
@@ -181,6 +189,7 @@ private:
     io_uring ring_{};
     int event_fd_ = -1;
     bool disabled_ = false;  // the ring waits for the reactor thread to enable it
+    bool waitid_ = false;    // the ring has IORING_OP_WAITID (Linux 6.7+); set up before start()
     const bool virtual_;     // the runtime's clock is virtual (runtime/clock.hpp)
     std::thread thread_;
 

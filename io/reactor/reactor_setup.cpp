@@ -89,6 +89,12 @@ Reactor::Reactor(DriverHost& host, unsigned ring_entries) : host_(host), virtual
                                 "eddy: io_uring is unavailable: the kernel lacks IORING_FEAT_NODROP or "
                                 "IORING_FEAT_EXT_ARG (eddy needs Linux 5.11 or later)");
     }
+    // IORING_OP_WAITID (Linux 6.7): process::Child::wait() uses it where the ring has it and
+    // polls the child's pidfd otherwise. A failed probe counts as "no".
+    if (io_uring_probe* probe = io_uring_get_probe_ring(&ring_)) {
+        waitid_ = io_uring_opcode_supported(probe, kOpWaitId) != 0;
+        io_uring_free_probe(probe);
+    }
     event_fd_ = eventfd(0, EFD_CLOEXEC);
     if (event_fd_ < 0) {
         const int err = errno;

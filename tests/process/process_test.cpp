@@ -4,6 +4,8 @@
 // try_wait, kill and signal, a cancelled wait, dropped children reaped in the background,
 // 50 children at once all reaped, and the errors of spawn (ENOENT, EACCES, a bad
 // current_dir, EMFILE). Nothing waits for "long enough": each case waits for the child.
+// wait() has two ways (IORING_OP_WAITID where the ring has it, the pidfd poll otherwise):
+// the exit, signal, kill, cancel and ECHILD cases run each way (for_each_wait_path).
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -21,13 +23,16 @@
 
 #include <eddy/io/stream_ops.hpp>
 #include <eddy/process/command.hpp>
+#include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/runtime.hpp>
+#include <eddy/runtime/spawn.hpp>
 #include <eddy/runtime/when_all.hpp>
 #include <eddy/runtime/yield_now.hpp>
 #include <eddy/tasks/cancellation.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/time/sleep.hpp>
 
+#include "process/orphans.hpp"
 #include "support/net_helpers.hpp"
 
 using eddy::Runtime;
@@ -61,6 +66,26 @@ Task<bool> eventually_reaped(pid_t pid) {
     co_return false;
 }
 
+/// Runs `body(rt)` once with Child::wait() on IORING_OP_WAITID (skipped, with a MESSAGE,
+/// where the kernel lacks it) and once forced onto the pidfd poll.
+template <class F>
+void for_each_wait_path(Runtime& rt, F body) {
+    auto probe = []() -> Task<bool> { co_return eddy::process::detail::waits_with_waitid(); };
+    if (run(rt, probe())) {
+        CAPTURE("IORING_OP_WAITID");
+        body(rt);
+    } else {
+        MESSAGE("this kernel has no IORING_OP_WAITID (Linux 6.7+): only the pidfd poll runs");
+    }
+    struct Forced {
+        Forced() { eddy::process::detail::force_pidfd_poll(true); }
+        ~Forced() { eddy::process::detail::force_pidfd_poll(false); }
+    } forced;
+    CHECK_FALSE(run(rt, probe()));
+    CAPTURE("pidfd poll");
+    body(rt);
+}
+
 std::error_code spawn_error(Command& cmd, std::string& message) {
     try {
         (void)cmd.spawn();
@@ -75,17 +100,19 @@ std::error_code spawn_error(Command& cmd, std::string& message) {
 
 TEST_CASE("exit codes and signals: sh -c 'exit 3', false, kill -TERM $$") {
     for (std::size_t workers : {1, 2}) {
-        Runtime rt(RuntimeConfig{.workers = workers});
-        ExitStatus three = run(rt, Command("/bin/sh").args({"-c", "exit 3"}).status());
-        CHECK(three.code() == 3);
-        CHECK_FALSE(three.signal());
-        CHECK_FALSE(three.success());
-        ExitStatus f = run(rt, Command("false").status());
-        CHECK(f.code() == 1);
-        ExitStatus term = run(rt, Command("sh").args({"-c", "kill -TERM $$"}).status());
-        CHECK(term.signal() == SIGTERM);
-        CHECK_FALSE(term.code());
-        CHECK(run(rt, Command("true").status()).success());
+        Runtime runtime(RuntimeConfig{.workers = workers});
+        for_each_wait_path(runtime, [](Runtime& rt) {
+            ExitStatus three = run(rt, Command("/bin/sh").args({"-c", "exit 3"}).status());
+            CHECK(three.code() == 3);
+            CHECK_FALSE(three.signal());
+            CHECK_FALSE(three.success());
+            ExitStatus f = run(rt, Command("false").status());
+            CHECK(f.code() == 1);
+            ExitStatus term = run(rt, Command("sh").args({"-c", "kill -TERM $$"}).status());
+            CHECK(term.signal() == SIGTERM);
+            CHECK_FALSE(term.code());
+            CHECK(run(rt, Command("true").status()).success());
+        });
     }
 }
 
@@ -169,61 +196,104 @@ TEST_CASE("env, env_remove, env_clear and current_dir, seen by sh -c 'echo $K; p
 
 TEST_CASE("try_wait before and after the exit; kill gives signal 9; signal(SIGTERM)") {
     for (std::size_t workers : {1, 2}) {
-        Runtime rt(RuntimeConfig{.workers = workers});
-        auto body = [&]() -> Task<void> {
-            Child sleeper = Command("sleep").arg("30").spawn();
-            CHECK_FALSE(sleeper.try_wait());
-            sleeper.kill();
-            ExitStatus st = co_await sleeper.wait();
-            CHECK(st.signal() == SIGKILL);
-            CHECK(sleeper.try_wait() == st);  // again: the same status
-            sleeper.kill();                   // after reaping: a no-op
-            CHECK((co_await sleeper.wait()) == st);
+        Runtime runtime(RuntimeConfig{.workers = workers});
+        for_each_wait_path(runtime, [](Runtime& rt) {
+            auto body = [&]() -> Task<void> {
+                Child sleeper = Command("sleep").arg("30").spawn();
+                CHECK_FALSE(sleeper.try_wait());
+                sleeper.kill();
+                ExitStatus st = co_await sleeper.wait();
+                CHECK(st.signal() == SIGKILL);
+                CHECK(sleeper.try_wait() == st);  // again: the same status
+                sleeper.kill();                   // after reaping: a no-op
+                CHECK((co_await sleeper.wait()) == st);
 
-            Child other = Command("sleep").arg("30").spawn();
-            other.signal(SIGTERM);
-            CHECK((co_await other.wait()).signal() == SIGTERM);
+                Child other = Command("sleep").arg("30").spawn();
+                other.signal(SIGTERM);
+                CHECK((co_await other.wait()).signal() == SIGTERM);
 
-            // try_wait once the child has exited: poll until it reports (never blocks).
-            Child quick = Command("true").spawn();
-            std::optional<ExitStatus> got;
-            for (int i = 0; i < 10000 && !got; ++i) {
-                got = quick.try_wait();
-                if (!got) co_await eddy::sleep(std::chrono::milliseconds(1));
-            }
-            REQUIRE(got);
-            CHECK(got->success());
-            CHECK(reaped(quick.id()));
-        };
-        run(rt, body());
+                // try_wait once the child has exited: poll until it reports (never blocks).
+                Child quick = Command("true").spawn();
+                std::optional<ExitStatus> got;
+                for (int i = 0; i < 10000 && !got; ++i) {
+                    got = quick.try_wait();
+                    if (!got) co_await eddy::sleep(std::chrono::milliseconds(1));
+                }
+                REQUIRE(got);
+                CHECK(got->success());
+                CHECK(reaped(quick.id()));
+            };
+            run(rt, body());
+        });
     }
 }
 
 TEST_CASE("a cancelled wait leaves the child waitable") {
-    Runtime rt(RuntimeConfig{.workers = 2});
-    auto body = [&]() -> Task<void> {
-        Child child = Command("sleep").arg("30").spawn();
-        std::stop_source stop;
-        auto cancel_soon = [](std::stop_source& s) -> Task<void> {
+    Runtime runtime(RuntimeConfig{.workers = 2});
+    for_each_wait_path(runtime, [](Runtime& rt) {
+        auto body = [&]() -> Task<void> {
+            Child child = Command("sleep").arg("30").spawn();
+            std::stop_source stop;
+            auto cancel_soon = [](std::stop_source& s) -> Task<void> {
+                for (int i = 0; i < 20; ++i) co_await eddy::yield_now();
+                s.request_stop();
+            };
+            auto waited = [](Child& c, std::stop_token t) -> Task<bool> {
+                try {
+                    (void)co_await c.wait(std::move(t));
+                } catch (const eddy::OperationCancelled&) {
+                    co_return true;
+                }
+                co_return false;
+            };
+            auto [cancelled, done] = co_await eddy::when_all(waited(child, stop.get_token()), cancel_soon(stop));
+            (void)done;
+            CHECK(cancelled);
+            CHECK_FALSE(child.try_wait());
+            child.kill();
+            CHECK((co_await child.wait()).signal() == SIGKILL);
+        };
+        run(rt, body());
+    });
+}
+
+TEST_CASE("a wait under the task's cancellation; a child reaped elsewhere gives ECHILD") {
+    Runtime runtime(RuntimeConfig{.workers = 2});
+    for_each_wait_path(runtime, [](Runtime& rt) {
+        auto body = [&]() -> Task<void> {
+            // The task's own cancellation (an abort, not a token) cancels the wait; the child stays
+            // waitable, and a second wait, after the kill, reaps it.
+            Child child = Command("sleep").arg("30").spawn();
+            auto waited = [](Child& c) -> Task<int> { co_return (co_await c.wait()).code().value_or(-1); };
+            eddy::JoinHandle<int> handle = eddy::spawn_abortable(waited(child));
             for (int i = 0; i < 20; ++i) co_await eddy::yield_now();
-            s.request_stop();
-        };
-        auto waited = [](Child& c, std::stop_token t) -> Task<bool> {
+            handle.abort();
+            bool aborted = false;
             try {
-                (void)co_await c.wait(std::move(t));
-            } catch (const eddy::OperationCancelled&) {
-                co_return true;
+                (void)co_await std::move(handle);
+            } catch (const eddy::TaskAborted&) {
+                aborted = true;
             }
-            co_return false;
+            CHECK(aborted);
+            CHECK_FALSE(child.try_wait());
+            child.kill();
+            CHECK((co_await child.wait()).signal() == SIGKILL);
+            CHECK(reaped(child.id()));
+
+            // Reaped behind the Child's back: wait() throws std::system_error(ECHILD).
+            Child stolen = Command("true").spawn();
+            siginfo_t info{};
+            REQUIRE(::waitid(P_PID, static_cast<id_t>(stolen.id()), &info, WEXITED) == 0);
+            std::error_code code;
+            try {
+                (void)co_await stolen.wait();
+            } catch (const std::system_error& e) {
+                code = e.code();
+            }
+            CHECK(code == std::errc::no_child_process);
         };
-        auto [cancelled, done] = co_await eddy::when_all(waited(child, stop.get_token()), cancel_soon(stop));
-        (void)done;
-        CHECK(cancelled);
-        CHECK_FALSE(child.try_wait());
-        child.kill();
-        CHECK((co_await child.wait()).signal() == SIGKILL);
-    };
-    run(rt, body());
+        run(rt, body());
+    });
 }
 
 TEST_CASE("dropped children: kept running, or killed with kill_on_drop, and reaped either way") {

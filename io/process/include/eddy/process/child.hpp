@@ -6,10 +6,12 @@
 //!     child.stdin.reset();                                   // the child sees end of file
 //!     eddy::process::ExitStatus st = co_await child.wait();  // st.code(), st.signal()
 //!
-//! Waiting takes no thread: the child is held by a pidfd (pidfd_open, Linux 5.3), wait()
-//! polls it for readability through the reactor and reaps with waitid(P_PIDFD, WNOHANG)
-//! (Linux 5.4); signals go through pidfd_send_signal (Linux 5.1), so they never reach a
-//! process that reused the child's pid. Linux 6.1 (Debian 12) has all of these.
+//! Waiting takes no thread: the child is held by a pidfd (pidfd_open, Linux 5.3). wait()
+//! hands the kernel one IORING_OP_WAITID (P_PIDFD) where the reactor's ring has it (Linux
+//! 6.7+); elsewhere it polls the pidfd for readability through the reactor and reaps with
+//! waitid(P_PIDFD, WNOHANG) (Linux 5.4). Signals go through pidfd_send_signal (Linux 5.1),
+//! so they never reach a process that reused the child's pid. Linux 6.1 (Debian 12) has all
+//! the fallback needs.
 //!
 //! Errors: std::system_error with the errno (ECHILD when something else reaped the child,
 //! e.g. a SIGCHLD set to SIG_IGN or a waitpid(-1) elsewhere in the program). Cancellation:

@@ -89,6 +89,9 @@ struct Operation : ReactorNode {
 /// The kinds of I/O the reactor knows how to submit.
 /// kPoll: a one-shot readiness wait (IORING_OP_POLL_ADD); `len` holds the poll(2) events,
 /// the result is the revents.
+/// kWaitId: waitid(P_PIDFD, fd, addr, op_flags) in the kernel (IORING_OP_WAITID, Linux 6.7;
+/// only where reactor_has_waitid()): `addr` is the siginfo_t it fills, the result 0 or -errno.
+/// Cancelled, it reaps nothing.
 enum class IoKind : std::uint8_t {
     kRead,
     kWrite,
@@ -106,7 +109,8 @@ enum class IoKind : std::uint8_t {
     kStatx,
     kRenameAt,
     kUnlinkAt,
-    kMkdirAt
+    kMkdirAt,
+    kWaitId
 };
 
 struct IoOperation : Operation {
@@ -125,6 +129,8 @@ struct IoOperation : Operation {
 /// The reactor of the runtime whose worker runs the calling thread. Throws eddy::WrongThread
 /// naming `what` off a worker.
 Reactor& current_reactor(const char* what);
+/// Whether `reactor`'s ring has IORING_OP_WAITID (IoKind::kWaitId), probed once at its set-up.
+bool reactor_has_waitid(const Reactor& reactor) noexcept;
 /// Hands `op` to `reactor` (which resumes op.waiter). After this call the caller must not
 /// touch `op`, its awaiter or its frame: the reactor may resume and destroy them at once.
 void submit(Reactor& reactor, Operation& op) noexcept;

@@ -135,7 +135,7 @@ void Reactor::run() noexcept {
 void Reactor::take_inbox() {
     // Acquire: pairs with post()'s CAS; every node's fields are visible.
     ReactorNode* list = inbox_.exchange(nullptr, std::memory_order_acquire);
-    if (list != nullptr) clock_ns_ = steady_now_ns();  // the operations' taken_ns
+    if (time_io_ && list != nullptr) clock_ns_ = steady_now_ns();  // the operations' taken_ns
     // The stack holds newest first; reverse it so operations start in the order posted.
     ReactorNode* fifo = nullptr;
     while (list != nullptr) {
@@ -358,7 +358,7 @@ void Reactor::reap() {
     for (;;) {
         io_uring_cqe* cqes[64];
         const unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, 64);
-        if (n > 0) clock_ns_ = steady_now_ns();  // the completions' time (io_latency_)
+        if (time_io_ && n > 0) clock_ns_ = steady_now_ns();  // the completions' time (io_latency_)
         for (unsigned i = 0; i < n; ++i) handle_cqe(cqes[i]->user_data, cqes[i]->res, cqes[i]->flags);
         io_uring_cq_advance(&ring_, n);
         if (n == 64) continue;
@@ -447,9 +447,11 @@ void Reactor::timer_armed(std::int64_t deadline_ns) noexcept {
 
 void Reactor::complete(IoOperation* op, std::int32_t result) {
     untrack(op);
-    const std::int64_t took = clock_ns_ - op->taken_ns;
-    io_latency_[static_cast<std::size_t>(latency_kind(op->io))].record_ns(took > 0 ? static_cast<std::uint64_t>(took)
-                                                                                   : 0);
+    if (time_io_) {
+        const std::int64_t took = clock_ns_ - op->taken_ns;
+        io_latency_[static_cast<std::size_t>(latency_kind(op->io))].record_ns(
+            took > 0 ? static_cast<std::uint64_t>(took) : 0);
+    }
     op->result = result;
     op->stage = Operation::Stage::kDone;
     // Acq_rel: pairs with request_cancel()'s fetch_or. If a cancel was requested first, its

@@ -183,6 +183,7 @@ private:
     int event_fd_ = -1;
     bool disabled_ = false;  // the ring waits for the reactor thread to enable it
     const bool virtual_;     // the runtime's clock is virtual (runtime/clock.hpp)
+    const bool time_io_;     // RuntimeConfig::io_latency_histogram: fill io_latency_
     std::thread thread_;
 
     // The inbox: an intrusive stack of nodes. Release CAS in post() pairs with the acquire
@@ -222,8 +223,8 @@ private:
     OwnedCounter stat_in_flight_, stat_polled_;
     std::size_t polled_ = 0;  // sockets on armed_
     std::atomic<std::uint64_t> stat_wakeups_{0};
-    // I/O latency per IoOpKind (ReactorMetrics::io_latency): from an operation's taken_ns to
-    // its completion. clock_ns_ is the reactor's last steady-clock read: taken once by
+    // I/O latency per IoOpKind (ReactorMetrics::io_latency), when time_io_: from an
+    // operation's taken_ns to its completion. clock_ns_ is the reactor's last steady-clock read: taken once by
     // take_inbox() when the inbox holds anything and once per batch of CQEs that reap()
     // finds, so the stamps and the completions of one round share a read.
     DurationRecorder io_latency_[kIoOpKinds];

@@ -347,7 +347,9 @@ Task<std::size_t> read_bytes(int fd, int n) {
 
 TEST_CASE("reactor reads are timed: N pipe reads through the ring add exactly N to the read kind") {
     constexpr int kReads = 20;
-    Runtime rt(RuntimeConfig{.workers = 1});
+    RuntimeConfig config{.workers = 1};
+    config.io_latency_histogram = true;
+    Runtime rt(config);
     eddy::io::Pipe p = eddy::io::pipe();
     const RuntimeMetrics before = rt.metrics();
     const std::uint64_t ops0 = before.reactor.operations;
@@ -382,6 +384,21 @@ TEST_CASE("reactor reads are timed: N pipe reads through the ring add exactly N 
         CHECK(op != "unknown");
         CHECK(series.count("eddy_reactor_io_latency_seconds_count{op=\"" + op + "\"}") == 1);
     }
+}
+
+TEST_CASE("without io_latency_histogram reactor reads are not timed; the switch's variable") {
+    Runtime rt(RuntimeConfig{.workers = 1});
+    eddy::io::Pipe p = eddy::io::pipe();
+    const char c = 'x';
+    REQUIRE(::write(p.write_end.get(), &c, 1) == 1);
+    CHECK(rt.block_on(read_bytes(p.read_end.get(), 1)) == 1);  // found on the worker or through the ring
+    for (std::size_t k = 0; k < eddy::kIoOpKinds; ++k) CHECK(rt.metrics().reactor.io_latency[k].count() == 0);
+    ::setenv("EDDY_IO_LATENCY_HISTOGRAM", "true", 1);
+    CHECK(RuntimeConfig::from_env().io_latency_histogram);
+    ::setenv("EDDY_IO_LATENCY_HISTOGRAM", "2", 1);
+    CHECK_THROWS_AS(RuntimeConfig::from_env(), std::invalid_argument);
+    ::unsetenv("EDDY_IO_LATENCY_HISTOGRAM");
+    CHECK_FALSE(RuntimeConfig::from_env().io_latency_histogram);
 }
 
 TEST_CASE("the checker itself rejects what Prometheus would") {

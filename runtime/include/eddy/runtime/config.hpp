@@ -170,6 +170,14 @@ struct RuntimeConfig {
     /// poll (about 20 ns each here). Off by default: it costs more than 2 % on the
     /// scheduler's yield benchmark. EDDY_POLL_TIME_HISTOGRAM=0|1|true|false.
     bool poll_time_histogram = false;
+    /// Time every reactor I/O operation into ReactorMetrics::io_latency (per IoOpKind, from
+    /// the reactor's taking it to its completion; socket stream reads and writes are not
+    /// reactor operations and are not timed). One steady-clock read per reactor round that
+    /// takes operations and one per batch of completions, shared by all of them, and a
+    /// histogram update per operation. Off by default: pipe reads through the ring
+    /// (benchmarks/deadline_ops) measured 2-6 % slower with it, within a noisy machine's
+    /// spread but not clearly under 2 %. EDDY_IO_LATENCY_HISTOGRAM=0|1|true|false.
+    bool io_latency_histogram = false;
 
     /// The clock of sleeps, timeouts and intervals (eddy/runtime/time.hpp): `real` (the
     /// default), or a virtual one for tests, `paused` (jumps to the next timer whenever the

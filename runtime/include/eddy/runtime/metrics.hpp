@@ -14,7 +14,8 @@
 //! Prometheus: `m.to_prometheus()` renders a snapshot in the text exposition format, for a
 //! `/metrics` endpoint (examples/service.cpp serves one). Histograms: the scheduling delay
 //! (always on) and the poll time (RuntimeConfig::poll_time_histogram), per worker; the
-//! latency of the reactor's I/O operations per kind (ReactorMetrics::io_latency, always on;
+//! latency of the reactor's I/O operations per kind (ReactorMetrics::io_latency, with
+//! RuntimeConfig::io_latency_histogram;
 //! socket stream reads and writes are not reactor operations and are not timed). Hooks
 //! around spawns, polls and completions are RuntimeConfig's on_task_* and on_poll_* (see
 //! docs/guide/08-embedding.md, "Observability").
@@ -99,9 +100,9 @@ struct ReactorMetrics {
     /// the resumption of the task afterwards (that is the scheduling delay). Not timed either,
     /// because they are no reactor operations: socket reads and writes on TCP and Unix
     /// streams (TcpStream, UnixStream), which wait for readiness through the socket's
-    /// multishot poll and then call the syscall on the worker. Always on: one clock read per
-    /// reactor round that takes operations and one per round that reaps completions, shared
-    /// by all of them.
+    /// multishot poll and then call the syscall on the worker. Only with
+    /// RuntimeConfig::io_latency_histogram (empty otherwise): one clock read per reactor
+    /// round that takes operations and one per batch of completions, shared by all of them.
     DurationHistogram io_latency[kIoOpKinds];
     /// io_latency of one kind.
     const DurationHistogram& latency(IoOpKind kind) const noexcept {

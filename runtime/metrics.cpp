@@ -7,6 +7,13 @@
 
 namespace eddy {
 
+std::string_view to_string(IoOpKind kind) noexcept {
+    static constexpr std::string_view kNames[kIoOpKinds] = {"read",    "write", "recv",  "send", "accept",
+                                                            "connect", "fs",    "fsync", "poll"};
+    const auto i = static_cast<std::size_t>(kind);
+    return i < kIoOpKinds ? kNames[i] : std::string_view("unknown");
+}
+
 std::string RuntimeMetrics::to_string() const {
     std::string out;
     char line[512];
@@ -40,6 +47,18 @@ std::string RuntimeMetrics::to_string() const {
                   reactor.operations, reactor.submissions, reactor.completions, reactor.timers_fired, reactor.wakeups,
                   reactor.in_flight, reactor.timers_armed, reactor.sockets_polled);
     out += line;
+    // One line for the kinds that saw operations: "io_latency: read n=12 p50_us=.. p99_us=.." ...
+    std::string io = "io_latency:";
+    for (std::size_t k = 0; k < kIoOpKinds; ++k) {
+        const DurationHistogram& h = reactor.io_latency[k];
+        if (h.count() == 0) continue;
+        std::snprintf(line, sizeof line, " %s n=%" PRIu64 " p50_us=%.1f p99_us=%.1f max_us=%.1f;",
+                      std::string(eddy::to_string(static_cast<IoOpKind>(k))).c_str(), h.count(), us(h.percentile(0.5)),
+                      us(h.percentile(0.99)), us(h.max()));
+        io += line;
+    }
+    if (io.back() == ';') io.pop_back();
+    out += io + "\n";
     std::snprintf(line, sizeof line,
                   "blocking: threads=%zu idle=%zu queued=%zu calls=%" PRIu64 " left_running=%" PRIu64 "\n",
                   blocking_threads, blocking_idle, blocking_queued, blocking_calls, blocking_left_running);

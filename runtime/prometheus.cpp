@@ -167,6 +167,10 @@ std::string RuntimeMetrics::to_prometheus(std::string_view prefix) const {
     gauge("reactor_in_flight", reactor.in_flight, "Completions the kernel still owes.");
     gauge("reactor_timers_armed", reactor.timers_armed, "Timers waiting for their deadline.");
     gauge("reactor_sockets_polled", reactor.sockets_polled, "Sockets with a multishot poll in the ring.");
+    w.family("reactor_io_latency_seconds", "histogram",
+             "How long reactor I/O operations took, from the reactor's submission to the completion, by op.");
+    for (std::size_t k = 0; k < kIoOpKinds; ++k)
+        w.histogram(reactor.io_latency[k], "op=\"" + std::string(eddy::to_string(static_cast<IoOpKind>(k))) + "\"");
 
     gauge("blocking_threads", blocking_threads, "Blocking pool threads alive.");
     gauge("blocking_idle", blocking_idle, "Blocking pool threads waiting for a call.");

@@ -1,5 +1,4 @@
-// runtime/sched_delay.cpp: the scheduling clock's calibration and the histogram's snapshot
-// (sched_delay.hpp, queue_item.hpp).
+// runtime/sched_delay.cpp: the scheduling clock's calibration (sched_delay.hpp, queue_item.hpp).
 #include "sched_delay.hpp"
 
 #include "queue_item.hpp"
@@ -64,15 +63,6 @@ void calibrate_sched_ticks() {
 std::uint64_t sched_ticks_to_ns(std::uint64_t ticks) noexcept {
     const auto q32 = g_ns_per_tick_q32.load(std::memory_order_relaxed);
     return static_cast<std::uint64_t>((static_cast<unsigned __int128>(ticks) * q32) >> 32);
-}
-
-DurationHistogram SchedDelayRecorder::snapshot() const noexcept {
-    DurationHistogram h;
-    for (std::size_t i = 0; i < DurationHistogram::kBuckets; ++i)
-        h.set_raw(i, buckets_[i].load(std::memory_order_relaxed));
-    h.set_totals(count_.load(std::memory_order_relaxed), sum_ns_.load(std::memory_order_relaxed),
-                 max_ns_.load(std::memory_order_relaxed));
-    return h;
 }
 
 }  // namespace eddy::detail

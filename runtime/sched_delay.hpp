@@ -13,16 +13,15 @@
 //
 // Cost, per timed task: a clock read when it is taken (about 19 ns here), a bucket index
 // (a bit scan) and four owned-counter updates; per waking poll one clock read.
-// Writer: the owning worker only (relaxed loads and stores, as OwnedCounter); readers: any
-// thread, through snapshot().
+// Writer: the owning worker only (DurationRecorder: relaxed loads and stores, as
+// OwnedCounter); readers: any thread, through snapshot().
 #pragma once
 
 #include "private.hpp"
 
-#include <atomic>
 #include <cstdint>
 
-#include <eddy/runtime/histogram.hpp>
+#include <eddy/runtime/detail/duration_recorder.hpp>
 
 namespace eddy::detail {
 
@@ -32,29 +31,14 @@ void calibrate_sched_ticks();
 /// Scheduling-clock ticks to nanoseconds (after calibrate_sched_ticks()).
 std::uint64_t sched_ticks_to_ns(std::uint64_t ticks) noexcept;
 
-class SchedDelayRecorder {
+/// The scheduling delay's recorder: durations given as two scheduling-clock readings.
+class SchedDelayRecorder : public DurationRecorder {
 public:
     /// Owner worker: one task waited from `stamp` to `now` (sched_ticks() readings; a
     /// reading of another core's clock a little ahead of ours counts as no wait).
     void record(std::uint64_t stamp, std::uint64_t now) noexcept {
-        const std::uint64_t ns = now > stamp ? sched_ticks_to_ns(now - stamp) : 0;
-        bump(buckets_[DurationHistogram::bucket_of(ns)], 1);
-        bump(count_, 1);
-        bump(sum_ns_, ns);
-        if (ns > max_ns_.load(std::memory_order_relaxed)) max_ns_.store(ns, std::memory_order_relaxed);
+        record_ns(now > stamp ? sched_ticks_to_ns(now - stamp) : 0);
     }
-    /// Any thread: a copy (not taken atomically as a whole, like every metric).
-    DurationHistogram snapshot() const noexcept;
-
-private:
-    static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n) noexcept {
-        c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-    }
-
-    std::atomic<std::uint64_t> buckets_[DurationHistogram::kBuckets] = {};
-    std::atomic<std::uint64_t> count_{0};
-    std::atomic<std::uint64_t> sum_ns_{0};
-    std::atomic<std::uint64_t> max_ns_{0};
 };
 
 }  // namespace eddy::detail

@@ -200,6 +200,8 @@ RuntimeConfig RuntimeConfig::from_env(RuntimeConfig c) {
     if (const char* v = std::getenv("EDDY_PIN_WORKERS")) c.pin_workers = parse_bool_env("EDDY_PIN_WORKERS", v);
     if (const char* v = std::getenv("EDDY_POLL_TIME_HISTOGRAM"))
         c.poll_time_histogram = parse_bool_env("EDDY_POLL_TIME_HISTOGRAM", v);
+    if (const char* v = std::getenv("EDDY_IO_LATENCY_HISTOGRAM"))
+        c.io_latency_histogram = parse_bool_env("EDDY_IO_LATENCY_HISTOGRAM", v);
     if (const char* v = std::getenv("EDDY_GLOBAL_QUEUE_INTERVAL"))
         c.global_queue_interval =
             static_cast<std::uint32_t>(parse_count_env("EDDY_GLOBAL_QUEUE_INTERVAL", v, 1, kMaxGlobalQueueInterval));

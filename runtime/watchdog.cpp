@@ -40,21 +40,42 @@ void Watchdog::check(std::int64_t now_ns) noexcept {
         if (threshold_ns_ > 0 && !s.reported && running >= threshold_ns_) {
             s.reported = true;
             s.slow_polls.add();
-            report(i, running);
+            report(i, seq, running);
         }
     }
 }
 
-void Watchdog::report(std::size_t worker, std::int64_t running_ns) noexcept {
+void Watchdog::report(std::size_t worker, std::uint64_t seq, std::int64_t running_ns) noexcept {
+    // The task and its site: task-dump builds only, and only while that poll still runs.
+    PollSite::Copy site;
+    SlowPoll p;
+    p.worker = worker;
+    p.running = std::chrono::nanoseconds(running_ns);
+    if (workers_[worker]->poll_site(seq, site)) {
+        p.task_name = site.name;
+        if (site.file != nullptr) p.file = site.file;
+        p.line = site.line;
+    }
     const auto& hook = config_.on_slow_poll;
-    if (!hook) {
+    if (!hook && !config_.on_slow_poll_detail) {
+        char task[160] = "";  // ": task NAME at FILE:LINE", what is known of it
+        int n = 0;
+        if (!p.task_name.empty())
+            n = std::snprintf(task, sizeof task, ": task %.*s", static_cast<int>(p.task_name.size()),
+                              p.task_name.data());
+        if (!p.file.empty() && n >= 0 && static_cast<std::size_t>(n) < sizeof task)
+            std::snprintf(task + n, sizeof task - static_cast<std::size_t>(n), "%s at %.*s:%u", n == 0 ? ":" : "",
+                          static_cast<int>(p.file.size()), p.file.data(), p.line);
         std::fprintf(
-            stderr, "eddy: worker %zu has run one task for %.1f ms without suspending (slow_poll_threshold %lld ms)\n",
-            worker, static_cast<double>(running_ns) / 1e6, static_cast<long long>(config_.slow_poll_threshold.count()));
+            stderr,
+            "eddy: worker %zu has run one task for %.1f ms without suspending (slow_poll_threshold %lld ms)%s\n",
+            worker, static_cast<double>(running_ns) / 1e6, static_cast<long long>(config_.slow_poll_threshold.count()),
+            task);
         return;
     }
     try {
-        hook(worker, std::chrono::nanoseconds(running_ns));
+        if (config_.on_slow_poll_detail) config_.on_slow_poll_detail(p);
+        else hook(worker, std::chrono::nanoseconds(running_ns));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "eddy: RuntimeConfig::on_slow_poll threw (ignored): %s\n", e.what());
     } catch (...) {

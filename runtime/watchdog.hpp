@@ -13,7 +13,9 @@
 //     it may take the slot's task (Worker::steal_slot), so a child spawned before a long
 //     computation does not wait for the computation;
 //   * past RuntimeConfig::slow_poll_threshold (when set), the poll is counted
-//     (WorkerMetrics::slow_polls) and reported once through RuntimeConfig::on_slow_poll.
+//     (WorkerMetrics::slow_polls) and reported once through RuntimeConfig::on_slow_poll, or
+//     on_slow_poll_detail with the task's name and await site in task-dump builds (copied by
+//     the worker at poll start, read here under the poll number: poll_site.hpp).
 // Durations are measured from the first check that saw the poll, so they never overstate:
 // a report comes up to one check interval late, never early.
 #pragma once
@@ -63,7 +65,7 @@ private:
         bool reported = false;      // this poll was reported slow
         OwnedCounter slow_polls;    // written by the reactor thread
     };
-    void report(std::size_t worker, std::int64_t running_ns) noexcept;
+    void report(std::size_t worker, std::uint64_t seq, std::int64_t running_ns) noexcept;
 
     const RuntimeConfig& config_;
     const std::vector<Worker*> workers_;

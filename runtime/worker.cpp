@@ -60,8 +60,18 @@ void Worker::run() {
         stats_.polled.add();
         t_coop_budget = kCoopBudget;  // every poll starts with a full budget
         const std::uint64_t seq = poll_seq_.load(std::memory_order_relaxed);
+#if EDDY_TASK_DUMP
+        if (watch_every_poll_) {
+            site_.publish(task);
+            // Release: publishes site_ to PollSite::read()'s acquire load of the odd number.
+            poll_seq_.store(seq + 1, std::memory_order_release);
+        } else {
+            poll_seq_.store(seq + 1, std::memory_order_relaxed);  // odd: polling
+        }
+#else
         poll_seq_.store(seq + 1, std::memory_order_relaxed);  // odd: polling
-        poll_ticks_ = 0;                                      // this poll's wake-ups read the clock afresh (wake_stamp)
+#endif
+        poll_ticks_ = 0;  // this poll's wake-ups read the clock afresh (wake_stamp)
         // SAFETY: every queued item is a suspended coroutine frame, or a Runnable, that
         // nobody else will resume or run: whoever queued it handed that right over.
         run_queue_item(task);

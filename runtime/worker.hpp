@@ -107,6 +107,7 @@
 #include "inject_queue.hpp"
 #include "parker.hpp"
 #include "queue_item.hpp"
+#include "poll_site.hpp"
 #include "sched_delay.hpp"
 #include <eddy/tasks/detail/spin_lock.hpp>
 #include <eddy/runtime/metrics.hpp>
@@ -214,6 +215,18 @@ public:
     /// The watchdog: the poll `seq` has run long; an idle worker may take the slot's task
     /// (0: no poll is stale, the mark is cleared once the poll ended).
     void mark_stale(std::uint64_t seq) noexcept { stale_seq_.store(seq, std::memory_order_relaxed); }
+    /// The watchdog: the task name and await site of the poll `seq` (odd), copied; false
+    /// when they are not recorded (not a task-dump build, no slow_poll_threshold) or the
+    /// poll ended meanwhile (poll_site.hpp).
+    bool poll_site(std::uint64_t seq, PollSite::Copy& out) const noexcept {
+#if EDDY_TASK_DUMP
+        return watch_every_poll_ && site_.read(poll_seq_, seq, out);
+#else
+        (void)seq;
+        (void)out;
+        return false;
+#endif
+    }
     /// Any thread: a task waits in the LIFO slot (a hint).
     bool slot_occupied() const noexcept { return lifo_slot_.load(std::memory_order_relaxed) != nullptr; }
     /// A thief: the slot's task, if this worker is still in the poll the watchdog marked
@@ -358,7 +371,12 @@ private:
     bool oldest_spawn_next_ = false;      // the spawn deque's next task is its oldest (interval)
     std::uint64_t poll_ticks_ = 0;        // wake_stamp()'s reading for this poll; 0: none yet
     // Relaxed: hints for the watchdog and thieves; the slot's exchange is what decides.
+    // Release for the odd store in task-dump builds watched for slow polls (pairs with
+    // PollSite::read()'s acquire load); relaxed otherwise.
     std::atomic<std::uint64_t> poll_seq_{0};  // written by the owner only, twice per poll
+#if EDDY_TASK_DUMP
+    PollSite site_;  // what this poll resumed (published only with watch_every_poll_)
+#endif
     // Written by the watchdog only, rarely; on a line of its own, since searching workers
     // read it at every steal attempt: reading poll_seq_ (or the slot) there would pull the
     // busy owner's line away at every look.

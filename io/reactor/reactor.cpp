@@ -10,7 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <eddy/runtime/detail/clock.hpp>
 #include <eddy/runtime/detail/scheduler_api.hpp>
+#include <eddy/runtime/metrics.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -28,6 +30,39 @@ namespace {
 bool waits_for_write(IoKind k) noexcept {
     return k == IoKind::kWrite || k == IoKind::kWritev || k == IoKind::kSend || k == IoKind::kSendMsg ||
            k == IoKind::kConnect;
+}
+
+/// The group an operation's latency is counted in (ReactorMetrics::io_latency).
+IoOpKind latency_kind(IoKind k) noexcept {
+    switch (k) {
+    case IoKind::kRead:
+    case IoKind::kReadv:
+        return IoOpKind::read;
+    case IoKind::kWrite:
+    case IoKind::kWritev:
+        return IoOpKind::write;
+    case IoKind::kRecv:
+    case IoKind::kRecvMsg:
+        return IoOpKind::recv;
+    case IoKind::kSend:
+    case IoKind::kSendMsg:
+        return IoOpKind::send;
+    case IoKind::kAccept:
+        return IoOpKind::accept;
+    case IoKind::kConnect:
+        return IoOpKind::connect;
+    case IoKind::kFsync:
+        return IoOpKind::fsync;
+    case IoKind::kPoll:
+        return IoOpKind::poll;
+    case IoKind::kOpenAt:
+    case IoKind::kStatx:
+    case IoKind::kRenameAt:
+    case IoKind::kUnlinkAt:
+    case IoKind::kMkdirAt:
+        break;
+    }
+    return IoOpKind::fs;
 }
 
 bool pollable(IoKind k) noexcept {
@@ -104,6 +139,7 @@ void Reactor::run() noexcept {
 void Reactor::take_inbox() {
     // Acquire: pairs with post()'s CAS; every node's fields are visible.
     ReactorNode* list = inbox_.exchange(nullptr, std::memory_order_acquire);
+    if (time_io_ && list != nullptr) clock_ns_ = steady_now_ns();  // the operations' taken_ns
     // The stack holds newest first; reverse it so operations start in the order posted.
     ReactorNode* fifo = nullptr;
     while (list != nullptr) {
@@ -124,6 +160,7 @@ void Reactor::handle_node(ReactorNode* node) {
     case ReactorNode::Kind::kIo: {
         stat_operations_.add();
         auto* op = static_cast<IoOperation*>(node);
+        op->taken_ns = clock_ns_;
         if (op->cancel_arrived) {
             complete(op, -ECANCELED);
         } else {
@@ -330,6 +367,7 @@ void Reactor::reap() {
     for (;;) {
         io_uring_cqe* cqes[64];
         const unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, 64);
+        if (time_io_ && n > 0) clock_ns_ = steady_now_ns();  // the completions' time (io_latency_)
         for (unsigned i = 0; i < n; ++i) handle_cqe(cqes[i]->user_data, cqes[i]->res, cqes[i]->flags);
         io_uring_cq_advance(&ring_, n);
         if (n == 64) continue;
@@ -416,8 +454,13 @@ void Reactor::timer_armed(std::int64_t deadline_ns) noexcept {
     if (deadline_ns < wake_at_.load(std::memory_order_seq_cst)) wake_if_sleeping();
 }
 
-void Reactor::complete(Operation* op, std::int32_t result) {
+void Reactor::complete(IoOperation* op, std::int32_t result) {
     untrack(op);
+    if (time_io_) {
+        const std::int64_t took = clock_ns_ - op->taken_ns;
+        io_latency_[static_cast<std::size_t>(latency_kind(op->io))].record_ns(
+            took > 0 ? static_cast<std::uint64_t>(took) : 0);
+    }
     op->result = result;
     op->stage = Operation::Stage::kDone;
     // Acq_rel: pairs with request_cancel()'s fetch_or. If a cancel was requested first, its
@@ -477,6 +520,7 @@ ReactorMetrics Reactor::metrics() const noexcept {
     // Live: timers are armed and disarmed on the workers, without the reactor.
     for (const auto& q : timer_queues_) m.timers_armed += q->size();
     m.sockets_polled = static_cast<std::size_t>(stat_polled_.get());
+    for (std::size_t i = 0; i < kIoOpKinds; ++i) m.io_latency[i] = io_latency_[i].snapshot();
     return m;
 }
 

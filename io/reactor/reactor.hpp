@@ -83,6 +83,7 @@
 
 #include <eddy/io/detail/operation.hpp>
 #include <eddy/runtime/detail/driver.hpp>
+#include <eddy/runtime/detail/duration_recorder.hpp>
 #include <eddy/runtime/detail/owned_counter.hpp>
 #include <eddy/time/detail/timer.hpp>
 
@@ -162,7 +163,7 @@ private:
     void poll_event(PollState* s, std::int32_t res, bool more);
     void fire_timers();
     std::int64_t earliest_timer() const noexcept;
-    void complete(Operation* op, std::int32_t result);
+    void complete(IoOperation* op, std::int32_t result);
     void flush_ready();
     void sleep_in_kernel();
     io_uring_sqe* next_sqe();
@@ -191,6 +192,7 @@ private:
     bool disabled_ = false;  // the ring waits for the reactor thread to enable it
     bool waitid_ = false;    // the ring has IORING_OP_WAITID (Linux 6.7+); set up before start()
     const bool virtual_;     // the runtime's clock is virtual (runtime/clock.hpp)
+    const bool time_io_;     // RuntimeConfig::io_latency_histogram: fill io_latency_
     std::thread thread_;
 
     // The inbox: an intrusive stack of nodes. Release CAS in post() pairs with the acquire
@@ -230,6 +232,12 @@ private:
     OwnedCounter stat_in_flight_, stat_polled_;
     std::size_t polled_ = 0;  // sockets on armed_
     std::atomic<std::uint64_t> stat_wakeups_{0};
+    // I/O latency per IoOpKind (ReactorMetrics::io_latency), when time_io_: from an
+    // operation's taken_ns to its completion. clock_ns_ is the reactor's last steady-clock read: taken once by
+    // take_inbox() when the inbox holds anything and once per batch of CQEs that reap()
+    // finds, so the stamps and the completions of one round share a read.
+    DurationRecorder io_latency_[kIoOpKinds];
+    std::int64_t clock_ns_ = 0;
 };
 
 /// The reactor of the runtime whose worker runs the calling thread, or nullptr.

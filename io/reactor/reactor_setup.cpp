@@ -52,7 +52,8 @@ namespace {
 
 }  // namespace
 
-Reactor::Reactor(DriverHost& host, unsigned ring_entries) : host_(host), virtual_(host.clock_is_virtual()) {
+Reactor::Reactor(DriverHost& host, unsigned ring_entries)
+    : host_(host), virtual_(host.clock_is_virtual()), time_io_(host.config().io_latency_histogram) {
     constexpr unsigned kMaxCqEntries = 65536;  // the kernel's limit (IORING_MAX_CQ_ENTRIES)
     const unsigned cq_entries = ring_entries < kMaxCqEntries / 4 ? ring_entries * 4 : kMaxCqEntries;
     // A CQ four times the SQ (at most the kernel's maximum): completions of earlier batches

@@ -2,7 +2,8 @@
 // the tasks were spawned, first polled, polled and completed, with their names, on 1 and 2
 // workers), the poll-time histogram (one entry per poll), and RuntimeMetrics::to_prometheus
 // (a small checker of the text format: line grammar, HELP and TYPE before every family, no
-// duplicate series, cumulative buckets that end at _count).
+// duplicate series, cumulative buckets that end at _count), and the reactor's I/O latency per
+// kind (exactly one read counted per read that went through the ring).
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -17,6 +18,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include <eddy/eddy.hpp>
 
@@ -327,6 +330,75 @@ TEST_CASE("to_prometheus writes a valid exposition whose figures match the snaps
     CHECK_THROWS_AS((void)m.to_prometheus("9lives"), std::invalid_argument);
     CHECK_THROWS_AS((void)m.to_prometheus(""), std::invalid_argument);
     CHECK_THROWS_AS((void)m.to_prometheus("a-b"), std::invalid_argument);
+}
+
+namespace {
+
+/// Reads one byte `n` times from `fd`, an empty pipe that the test writes to only once the
+/// read is in the reactor: each read goes to the ring (none finds data on its first try).
+Task<std::size_t> read_bytes(int fd, int n) {
+    std::size_t got = 0;
+    std::byte b[1];
+    for (int i = 0; i < n; ++i) got += co_await eddy::io::read(fd, b);
+    co_return got;
+}
+
+}  // namespace
+
+TEST_CASE("reactor reads are timed: N pipe reads through the ring add exactly N to the read kind") {
+    constexpr int kReads = 20;
+    RuntimeConfig config{.workers = 1};
+    config.io_latency_histogram = true;
+    Runtime rt(config);
+    eddy::io::Pipe p = eddy::io::pipe();
+    const RuntimeMetrics before = rt.metrics();
+    const std::uint64_t ops0 = before.reactor.operations;
+    std::atomic<int> fed{0};
+    std::thread feeder([&] {
+        const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+        for (int i = 1; i <= kReads; ++i) {
+            // The i-th read has reached the reactor (counted when taken from its inbox).
+            while (rt.metrics().reactor.operations < ops0 + static_cast<std::uint64_t>(i) && !past(deadline))
+                std::this_thread::yield();
+            const char c = 'x';
+            if (::write(p.write_end.get(), &c, 1) == 1) fed.fetch_add(1);
+        }
+    });
+    const std::size_t got = rt.block_on(read_bytes(p.read_end.get(), kReads));
+    feeder.join();
+    CHECK(fed.load() == kReads);
+    CHECK(got == kReads);
+    const RuntimeMetrics m = rt.metrics();
+    using eddy::IoOpKind;
+    CHECK(m.reactor.operations - ops0 == kReads);
+    CHECK(m.reactor.latency(IoOpKind::read).count() - before.reactor.latency(IoOpKind::read).count() == kReads);
+    CHECK(m.reactor.latency(IoOpKind::write).count() == before.reactor.latency(IoOpKind::write).count());
+    CHECK(m.reactor.latency(IoOpKind::read).max() > std::chrono::nanoseconds(0));  // each waited for the feeder
+    CHECK(m.to_string().find("io_latency: read n=") != std::string::npos);
+    // The exposition: one family, an op label per kind, the read series' count.
+    const auto series = check_exposition(m.to_prometheus());
+    CHECK(series.at("eddy_reactor_io_latency_seconds_count{op=\"read\"}") ==
+          static_cast<double>(m.reactor.latency(IoOpKind::read).count()));
+    for (std::size_t k = 0; k < eddy::kIoOpKinds; ++k) {
+        const std::string op(eddy::to_string(static_cast<IoOpKind>(k)));
+        CHECK(op != "unknown");
+        CHECK(series.count("eddy_reactor_io_latency_seconds_count{op=\"" + op + "\"}") == 1);
+    }
+}
+
+TEST_CASE("without io_latency_histogram reactor reads are not timed; the switch's variable") {
+    Runtime rt(RuntimeConfig{.workers = 1});
+    eddy::io::Pipe p = eddy::io::pipe();
+    const char c = 'x';
+    REQUIRE(::write(p.write_end.get(), &c, 1) == 1);
+    CHECK(rt.block_on(read_bytes(p.read_end.get(), 1)) == 1);  // found on the worker or through the ring
+    for (std::size_t k = 0; k < eddy::kIoOpKinds; ++k) CHECK(rt.metrics().reactor.io_latency[k].count() == 0);
+    ::setenv("EDDY_IO_LATENCY_HISTOGRAM", "true", 1);
+    CHECK(RuntimeConfig::from_env().io_latency_histogram);
+    ::setenv("EDDY_IO_LATENCY_HISTOGRAM", "2", 1);
+    CHECK_THROWS_AS(RuntimeConfig::from_env(), std::invalid_argument);
+    ::unsetenv("EDDY_IO_LATENCY_HISTOGRAM");
+    CHECK_FALSE(RuntimeConfig::from_env().io_latency_histogram);
 }
 
 TEST_CASE("the checker itself rejects what Prometheus would") {

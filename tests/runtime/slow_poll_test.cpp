@@ -18,8 +18,10 @@
 #include <eddy/runtime/config.hpp>
 #include <eddy/runtime/metrics.hpp>
 #include <eddy/runtime/runtime.hpp>
+#include <eddy/runtime/spawn.hpp>
 #include <eddy/runtime/this_worker.hpp>
 #include <eddy/runtime/yield_now.hpp>
+#include <eddy/tasks/dump_config.hpp>
 #include <eddy/tasks/task.hpp>
 
 #include "support/scoped_env.hpp"
@@ -167,4 +169,67 @@ TEST_CASE("slow_poll_threshold and EDDY_SLOW_POLL_MS are validated") {
         CHECK_THROWS_WITH_AS((void)RuntimeConfig::from_env(), doctest::Contains("EDDY_SLOW_POLL_MS"),
                              std::invalid_argument);
     }
+}
+
+namespace {
+
+struct Detail {
+    std::mutex lock;
+    int reports = 0;
+    std::string name;
+    std::string file;
+    std::uint32_t line = 0;
+    std::string function;
+    std::atomic<bool> arrived{false};  // set by the hook; the slow task spins on it
+};
+
+/// Suspends once (so the slow poll resumes at a known co_await), then blocks its worker
+/// until the report arrived (30 s at most). Returns the line of that co_await.
+Task<std::uint32_t> block_until_reported(std::atomic<bool>& arrived) {
+    co_await eddy::yield_now();
+    const auto line = static_cast<std::uint32_t>(__LINE__ - 1);
+    const auto give_up = Clock::now() + 30s;
+    while (!arrived.load(std::memory_order_acquire) && Clock::now() < give_up) {
+    }
+    co_return line;
+}
+
+}  // namespace
+
+TEST_CASE("on_slow_poll_detail names the task and its await site when task-dump records are built in") {
+    Detail d;
+    RuntimeConfig config{.workers = 2};
+    config.slow_poll_threshold = 20ms;
+    config.on_slow_poll_detail = [&d](const eddy::SlowPoll& p) {
+        {
+            std::lock_guard g(d.lock);
+            ++d.reports;
+            d.name = p.task_name;
+            d.file = p.file;
+            d.line = p.line;
+            d.function = p.function;
+        }
+        d.arrived.store(true, std::memory_order_release);  // pairs with the task's acquire load
+    };
+    std::atomic<bool> old_called{false};
+    config.on_slow_poll = [&old_called](std::size_t, std::chrono::nanoseconds) { old_called.store(true); };
+    Runtime rt(config);
+    const std::uint32_t line = rt.block_on([](std::atomic<bool>& arrived) -> Task<std::uint32_t> {
+        co_return co_await eddy::spawn(block_until_reported(arrived), "slowpoke");
+    }(d.arrived));
+    REQUIRE(d.arrived.load());
+    std::lock_guard g(d.lock);
+    CHECK(d.reports == 1);
+    CHECK_FALSE(old_called.load());  // the detailed hook replaces the old one
+    CHECK(d.function.empty());
+#if EDDY_TASK_DUMP
+    CHECK(d.name == "slowpoke");
+    CHECK(d.file.ends_with("slow_poll_test.cpp"));
+    CHECK(d.line == line);
+#else
+    CHECK(d.name.empty());
+    CHECK(d.file.empty());
+    CHECK(d.line == 0);
+    (void)line;
+#endif
 }

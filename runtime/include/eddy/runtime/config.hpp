@@ -60,6 +60,18 @@ enum class ClockMode {
     manual,  ///< virtual, moved by advance() only
 };
 
+/// A slow poll, as RuntimeConfig::on_slow_poll_detail reports it (on the reactor thread,
+/// while the poll runs). The views are valid during the call only.
+struct SlowPoll {
+    std::size_t worker = 0;               ///< the worker's index
+    std::chrono::nanoseconds running{0};  ///< how long the poll has run so far
+    std::string_view task_name;           ///< the resumed task's spawn name (at most 64 bytes), else empty
+    std::string_view file;                ///< the await site it resumed at: the co_await's file, else empty
+    std::uint32_t line = 0;               ///< and line (0: unknown)
+    std::string_view function;            ///< not recorded by eddy yet: always empty
+};
+
+
 /// How a Runtime is sized and wired. Aggregate: set the fields you want
 /// (`RuntimeConfig{.workers = 2}`), the rest keep their defaults. The Runtime constructor
 /// validates it (std::invalid_argument naming the field and the accepted range); only
@@ -146,6 +158,15 @@ struct RuntimeConfig {
     /// ignored). Unset: one line on stderr, "eddy: worker N has run one task for X ms
     /// without suspending (slow_poll_threshold Y ms)".
     std::function<void(std::size_t worker, std::chrono::nanoseconds running)> on_slow_poll{};
+    /// The same report with the task, when set (on_slow_poll is then not called): a
+    /// SlowPoll with the worker, the time so far, the resumed task's name and the await site
+    /// the poll resumed at. The name and site are filled only in builds with task-dump
+    /// records (the meson option task_dump, EDDY_TASK_DUMP); elsewhere they are empty. The
+    /// name is that of a named spawned task (or TaskGroup member) resumed by the poll itself;
+    /// a poll that resumes a child the task awaits names no task (the child has no name),
+    /// but its site is the child's co_await. Unset with on_slow_poll unset too: the stderr
+    /// line names the task and site when known.
+    std::function<void(const SlowPoll& poll)> on_slow_poll_detail{};
 
     /// Task hooks (observability: docs/guide/08-embedding.md, "Observability"), for root
     /// tasks (eddy::spawn, Runtime::spawn, block_on). on_task_spawn runs on the spawning
@@ -170,6 +191,14 @@ struct RuntimeConfig {
     /// poll (about 20 ns each here). Off by default: it costs more than 2 % on the
     /// scheduler's yield benchmark. EDDY_POLL_TIME_HISTOGRAM=0|1|true|false.
     bool poll_time_histogram = false;
+    /// Time every reactor I/O operation into ReactorMetrics::io_latency (per IoOpKind, from
+    /// the reactor's taking it to its completion; socket stream reads and writes are not
+    /// reactor operations and are not timed). One steady-clock read per reactor round that
+    /// takes operations and one per batch of completions, shared by all of them, and a
+    /// histogram update per operation. Off by default: pipe reads through the ring
+    /// (benchmarks/deadline_ops) measured 2-6 % slower with it, within a noisy machine's
+    /// spread but not clearly under 2 %. EDDY_IO_LATENCY_HISTOGRAM=0|1|true|false.
+    bool io_latency_histogram = false;
 
     /// The clock of sleeps, timeouts and intervals (eddy/runtime/time.hpp): `real` (the
     /// default), or a virtual one for tests, `paused` (jumps to the next timer whenever the

@@ -13,7 +13,10 @@
 //!     sum of tasks_stolen over workers == tasks the other workers lost to steals
 //! Prometheus: `m.to_prometheus()` renders a snapshot in the text exposition format, for a
 //! `/metrics` endpoint (examples/service.cpp serves one). Histograms: the scheduling delay
-//! (always on) and the poll time (RuntimeConfig::poll_time_histogram), per worker. Hooks
+//! (always on) and the poll time (RuntimeConfig::poll_time_histogram), per worker; the
+//! latency of the reactor's I/O operations per kind (ReactorMetrics::io_latency, with
+//! RuntimeConfig::io_latency_histogram;
+//! socket stream reads and writes are not reactor operations and are not timed). Hooks
 //! around spawns, polls and completions are RuntimeConfig's on_task_* and on_poll_* (see
 //! docs/guide/08-embedding.md, "Observability").
 //! "Tasks" in the spawn figures are root tasks (eddy::spawn, Runtime::spawn, block_on);
@@ -59,6 +62,24 @@ struct WorkerMetrics {
     DurationHistogram poll_time;
 };
 
+/// The groups of reactor operations whose latency ReactorMetrics::io_latency reports, by
+/// what a service operator asks about: "are file reads slow?", "is the disk's fsync slow?".
+enum class IoOpKind : std::uint8_t {
+    read,     ///< file and pipe reads (eddy::io::read, fs::File::read, vectored reads)
+    write,    ///< file and pipe writes (vectored ones included)
+    recv,     ///< recv and recvmsg handed to the ring (UDP datagrams)
+    send,     ///< send and sendmsg handed to the ring
+    accept,   ///< accepts
+    connect,  ///< connects
+    fs,       ///< open, statx, rename, unlink, mkdir: path operations (eddy/fs)
+    fsync,    ///< fsync and fdatasync: the disk's flushes, apart from the rest
+    poll,     ///< one-shot readiness waits (how long a descriptor took to become ready)
+};
+/// How many IoOpKinds there are: the size of ReactorMetrics::io_latency.
+inline constexpr std::size_t kIoOpKinds = 9;
+/// The kind's name, as the `op` label of the Prometheus histogram: "read", "fs", ...
+std::string_view to_string(IoOpKind kind) noexcept;
+
 /// What the reactor thread did (the io_uring ring). Counters since the runtime started;
 /// gauges as read.
 struct ReactorMetrics {
@@ -70,6 +91,23 @@ struct ReactorMetrics {
     std::size_t in_flight = 0;       ///< gauge: completions the kernel still owes (operations, socket polls)
     std::size_t timers_armed = 0;    ///< gauge: sleeps and with_timeouts waiting for their deadline
     std::size_t sockets_polled = 0;  ///< gauge: sockets with a multishot poll in the ring (one each)
+    /// The latency of the operations handed to the reactor, per IoOpKind (index by
+    /// `static_cast<std::size_t>(kind)`, or latency(kind)): from the moment the reactor takes
+    /// the operation from its inbox (it is submitted to the kernel in the same round) to the
+    /// moment it reaps the completion, retries after -EAGAIN or -EINTR included, whatever the
+    /// result (errors and cancellations count too). Not timed: the time the operation waited
+    /// in the inbox for its worker's flush (at most the batching window, reactor.hpp), and
+    /// the resumption of the task afterwards (that is the scheduling delay). Not timed either,
+    /// because they are no reactor operations: socket reads and writes on TCP and Unix
+    /// streams (TcpStream, UnixStream), which wait for readiness through the socket's
+    /// multishot poll and then call the syscall on the worker. Only with
+    /// RuntimeConfig::io_latency_histogram (empty otherwise): one clock read per reactor
+    /// round that takes operations and one per batch of completions, shared by all of them.
+    DurationHistogram io_latency[kIoOpKinds];
+    /// io_latency of one kind.
+    const DurationHistogram& latency(IoOpKind kind) const noexcept {
+        return io_latency[static_cast<std::size_t>(kind)];
+    }
 };
 
 /// A snapshot of a runtime's counters and gauges: Runtime::metrics(). Each figure is read

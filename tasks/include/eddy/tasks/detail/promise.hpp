@@ -91,6 +91,9 @@ public:
     /// `hook` outlives the frame (see FinishHook).
     void set_finish(const FinishHook* hook) noexcept { link_ = reinterpret_cast<std::uintptr_t>(hook) | kHookBit; }
     const std::exception_ptr& exception() const noexcept { return exception_; }
+    /// Whether a FinishHook ends the task (a spawned root task or a group member): then its
+    /// frame has a FrameHeader in use (an awaited frame may have none: allocation elision).
+    bool finished_by_hook() const noexcept { return (link_ & kHookBit) != 0; }
 
     /// The cancellation this task runs under: its awaiter's (inherited at `co_await`), a
     /// combinator's (when_all, when_any, with_timeout, TaskGroup), or nullptr (spawned root

@@ -124,6 +124,7 @@ struct IoOperation : Operation {
     bool poll_first = false;                 // a non-blocking attempt just failed: wait for readiness first
     std::int64_t deadline_ns = kNoDeadline;  // see "Deadline" above; set before submission
     KernelTimespec deadline_ts;              // reactor thread only: the link timeout's, until submitted
+    std::int64_t taken_ns = 0;               // reactor thread only: when it left the inbox (I/O latency)
 };
 
 /// The reactor of the runtime whose worker runs the calling thread. Throws eddy::WrongThread

@@ -1,0 +1,107 @@
+// runtime/poll_site.hpp: what a worker's current poll resumed, for the slow-poll report
+// (RuntimeConfig::on_slow_poll_detail, runtime/watchdog.hpp). Task-dump builds only
+// (EDDY_TASK_DUMP): the site comes from the frame's await record (await_trace.hpp).
+//
+// # Why a copy under the poll counter, and not a pointer or a call from the worker
+// The watchdog reports while the poll still runs, on the reactor thread. The await site is
+// a file name literal and a line: static storage, a pointer is enough. The task's name is
+// not: it lives in the root's FrameExtra, freed with its header, which may happen during
+// the very poll that is reported (the task finishes). So the worker copies the name, at
+// most kNameBytes of it, into words of its own at poll start, before it makes poll_seq odd;
+// the watchdog reads them and checks poll_seq again, seqlock-style. A report from the worker
+// at the end of the poll would need no copy, but it would come only when the poll ends,
+// never for a task stuck for good, which is when the report matters most.
+//
+// # Ordering (no fences)
+// Worker: stores file, line and the name words with release, then poll_seq odd with
+// release (Worker::run). Watchdog (read()): loads poll_seq with acquire, the fields with
+// acquire, poll_seq again. A field value from the poll whose odd number it saw is visible
+// (release/acquire on poll_seq); a value from a later poll was stored, with release, after
+// that poll's earlier even store, so the second load of poll_seq sees that store and the
+// copy is thrown away. Each field's store pairs with its load in read().
+//
+// Cost: a worker with slow_poll_threshold set, in task-dump builds only, copies the resumed
+// frame's site and (for a named root task or group member) up to 64 bytes of its name per
+// poll. Other builds have none of it.
+#pragma once
+
+#include "private.hpp"
+
+#include <atomic>
+#include <coroutine>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+#include <eddy/runtime/detail/scheduler_api.hpp>
+#include <eddy/tasks/detail/await_trace.hpp>
+#include <eddy/tasks/detail/frame_header.hpp>
+#include <eddy/tasks/detail/promise.hpp>
+
+namespace eddy::detail {
+
+class PollSite {
+public:
+    static constexpr std::size_t kNameBytes = 64;
+
+    /// What read() copies out.
+    struct Copy {
+        const char* file = nullptr;  // static storage (a __builtin_FILE literal)
+        std::uint32_t line = 0;
+        char name[kNameBytes + 1] = {};
+    };
+
+    /// Owner worker, before it makes poll_seq odd: records the queue item `task` it resumes.
+    void publish(void* task) noexcept {
+        const char* file = nullptr;
+        std::uint32_t line = 0;
+        std::string_view name;
+        if (!is_runnable_item(task)) {
+            // A frame that nobody runs: its record and header are stable until we resume it.
+            PromiseBase& p = std::coroutine_handle<PromiseBase>::from_address(task).promise();
+#if EDDY_TASK_DUMP
+            const AwaitTrace& t = p.trace_record();
+            if (t.vt->state == nullptr) {  // suspended in an awaiter: the site it resumes at
+                file = t.file;
+                line = t.line;
+            }
+#endif
+            // Only a spawned task or group member has a header to look at (and a name).
+            if (p.finished_by_hook()) {
+                const FrameHeader* h = header_of(task);
+                if (h->extra != nullptr) name = h->extra->name;
+            }
+        }
+        std::uint64_t words[kWords] = {};
+        if (!name.empty()) std::memcpy(words, name.data(), name.size() < kNameBytes ? name.size() : kNameBytes);
+        // Release, each: pairs with read()'s acquire load of the same field (see above).
+        file_.store(file, std::memory_order_release);
+        line_.store(line, std::memory_order_release);
+        for (std::size_t i = 0; i < kWords; ++i) name_[i].store(words[i], std::memory_order_release);
+    }
+
+    /// Any thread: the fields of poll `seq` (odd), read as `poll_seq` says; false when that
+    /// poll ended meanwhile (`out` is then not to be used).
+    bool read(const std::atomic<std::uint64_t>& poll_seq, std::uint64_t seq, Copy& out) const noexcept {
+        // Acquire: pairs with Worker::run's release store of the odd number.
+        if (poll_seq.load(std::memory_order_acquire) != seq) return false;
+        // Acquire, each: pairs with publish()'s release store of the same field.
+        out.file = file_.load(std::memory_order_acquire);
+        out.line = line_.load(std::memory_order_acquire);
+        std::uint64_t words[kWords];
+        for (std::size_t i = 0; i < kWords; ++i) words[i] = name_[i].load(std::memory_order_acquire);
+        // Relaxed: after the acquire loads above, which it cannot pass; see "Ordering".
+        if (poll_seq.load(std::memory_order_relaxed) != seq) return false;
+        std::memcpy(out.name, words, kNameBytes);
+        out.name[kNameBytes] = '\0';
+        return true;
+    }
+
+private:
+    static constexpr std::size_t kWords = kNameBytes / 8;
+    std::atomic<const char*> file_{nullptr};
+    std::atomic<std::uint32_t> line_{0};
+    std::atomic<std::uint64_t> name_[kWords] = {};
+};
+
+}  // namespace eddy::detail

@@ -60,6 +60,7 @@ IoOpKind latency_kind(IoKind k) noexcept {
     case IoKind::kRenameAt:
     case IoKind::kUnlinkAt:
     case IoKind::kMkdirAt:
+    case IoKind::kWaitId:  // not timed: see complete()
         break;
     }
     return IoOpKind::fs;
@@ -456,7 +457,8 @@ void Reactor::timer_armed(std::int64_t deadline_ns) noexcept {
 
 void Reactor::complete(IoOperation* op, std::int32_t result) {
     untrack(op);
-    if (time_io_) {
+    // A child's wait lasts as long as the child runs: a lifetime, not an I/O latency.
+    if (time_io_ && op->io != IoKind::kWaitId) {
         const std::int64_t took = clock_ns_ - op->taken_ns;
         io_latency_[static_cast<std::size_t>(latency_kind(op->io))].record_ns(
             took > 0 ? static_cast<std::uint64_t>(took) : 0);

@@ -100,7 +100,8 @@ struct ReactorMetrics {
     /// the resumption of the task afterwards (that is the scheduling delay). Not timed either,
     /// because they are no reactor operations: socket reads and writes on TCP and Unix
     /// streams (TcpStream, UnixStream), which wait for readiness through the socket's
-    /// multishot poll and then call the syscall on the worker. Only with
+    /// multishot poll and then call the syscall on the worker; nor a child process's wait
+    /// (eddy::process::Child::wait), which lasts as long as the child runs. Only with
     /// RuntimeConfig::io_latency_histogram (empty otherwise): one clock read per reactor
     /// round that takes operations and one per batch of completions, shared by all of them.
     DurationHistogram io_latency[kIoOpKinds];

@@ -48,6 +48,8 @@ std::string RuntimeMetrics::to_string() const {
                   reactor.in_flight, reactor.timers_armed, reactor.sockets_polled);
     out += line;
     // One line for the kinds that saw operations: "io_latency: read n=12 p50_us=.. p99_us=.." ...
+    // and none where nothing was timed (RuntimeConfig::io_latency_histogram is off by default),
+    // so that the default rendering keeps its lines.
     std::string io = "io_latency:";
     for (std::size_t k = 0; k < kIoOpKinds; ++k) {
         const DurationHistogram& h = reactor.io_latency[k];
@@ -57,8 +59,10 @@ std::string RuntimeMetrics::to_string() const {
                       us(h.percentile(0.99)), us(h.max()));
         io += line;
     }
-    if (io.back() == ';') io.pop_back();
-    out += io + "\n";
+    if (io.back() == ';') {
+        io.pop_back();
+        out += io + "\n";
+    }
     std::snprintf(line, sizeof line,
                   "blocking: threads=%zu idle=%zu queued=%zu calls=%" PRIu64 " left_running=%" PRIu64 "\n",
                   blocking_threads, blocking_idle, blocking_queued, blocking_calls, blocking_left_running);

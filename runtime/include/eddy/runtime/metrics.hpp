@@ -140,7 +140,8 @@ struct RuntimeMetrics {
         return sum;
     }
     /// A human-readable multi-line rendering (one line for the runtime, one per worker, one
-    /// for the reactor), for logs and SIGUSR1 handlers.
+    /// for the reactor, one for the I/O latencies when any were timed, one for the blocking
+    /// pool), for logs and SIGUSR1 handlers.
     std::string to_string() const;
     /// The Prometheus text exposition format (0.0.4), every figure under `prefix`_ (a valid
     /// metric name prefix: letters, digits, '_' and ':', not starting with a digit, else

@@ -53,9 +53,8 @@ void Worker::run() {
             continue;
         }
         if (searching_) leave_searching();
-        std::uint64_t started = 0;
         if (instrumented_) [[unlikely]]
-            started = before_poll(task);
+            task = before_poll(task);
         sched_.pause().point(index_, task);  // a task dump (worker_pause.hpp)
         stats_.polled.add();
         t_coop_budget = kCoopBudget;  // every poll starts with a full budget
@@ -77,23 +76,24 @@ void Worker::run() {
         run_queue_item(task);
         poll_seq_.store(seq + 2, std::memory_order_relaxed);
         if (instrumented_) [[unlikely]]
-            after_poll(started);
+            after_poll();
     }
     t_worker = nullptr;
 }
 
-std::uint64_t Worker::before_poll(void*& task) {
+void* Worker::before_poll(void* task) {
     const RuntimeConfig& c = sched_.config();
     if ((reinterpret_cast<std::uintptr_t>(task) & kFirstPollTag) != 0) {
         task = untag_first_poll(task);
         call_task_hook(c.on_task_first_poll, "on_task_first_poll", header_of(task));
     }
     if (c.on_poll_start) call_worker_hook(c.on_poll_start, "on_poll_start", index_);
-    return time_polls_ ? sched_ticks() : 0;
+    if (time_polls_) poll_started_ = sched_ticks();
+    return task;
 }
 
-void Worker::after_poll(std::uint64_t started) {
-    if (time_polls_) poll_time_.record(started, sched_ticks());
+void Worker::after_poll() {
+    if (time_polls_) poll_time_.record(poll_started_, sched_ticks());
     const RuntimeConfig& c = sched_.config();
     if (c.on_poll_end) call_worker_hook(c.on_poll_end, "on_poll_end", index_);
 }

@@ -5,12 +5,10 @@
 #include <exception>
 
 namespace eddy::detail {
-namespace {
 
-template <class F>
-void guarded(const char* what, F&& call) noexcept {
+void report_hook_exception(const char* what) noexcept {
     try {
-        call();
+        throw;  // the exception being handled, to tell a std::exception from the rest
     } catch (const std::exception& e) {
         std::fprintf(stderr, "eddy: RuntimeConfig::%s threw (ignored): %s\n", what, e.what());
     } catch (...) {
@@ -18,15 +16,13 @@ void guarded(const char* what, F&& call) noexcept {
     }
 }
 
-}  // namespace
-
 void call_task_hook(const std::function<void(const TaskInfo&)>& hook, const char* what, const FrameHeader* h) noexcept {
     const TaskInfo info = task_info_of(h);
-    guarded(what, [&] { hook(info); });
+    call_guarded(what, [&] { hook(info); });
 }
 
 void call_worker_hook(const std::function<void(std::size_t)>& hook, const char* what, std::size_t worker) noexcept {
-    guarded(what, [&] { hook(worker); });
+    call_guarded(what, [&] { hook(worker); });
 }
 
 }  // namespace eddy::detail

@@ -1,9 +1,11 @@
-// runtime/hooks.hpp: calling RuntimeConfig's task and poll hooks (config.hpp): a hook that
-// throws is reported on stderr and ignored, as on_slow_poll is.
+// runtime/hooks.hpp: calling RuntimeConfig's hooks (config.hpp): a hook that throws is
+// reported on stderr and ignored, whichever it is (call_guarded).
 //
 // Who calls what: Scheduler::spawn (on_task_spawn), Scheduler::finish_root (on_task_complete),
-// Worker::before_poll/after_poll (on_task_first_poll, on_poll_start, on_poll_end). Each
-// caller tests first whether the hook is set: with none set, nothing here runs.
+// Worker::before_poll/after_poll (on_task_first_poll, on_poll_start, on_poll_end), the
+// threads' start and stop (on_thread_start, on_thread_stop: settings.cpp), the watchdog
+// (on_slow_poll, on_slow_poll_detail). Each caller tests first whether the hook is set: with
+// none set, nothing here runs.
 #pragma once
 
 #include "private.hpp"
@@ -22,6 +24,20 @@ inline TaskInfo task_info_of(const FrameHeader* h) noexcept {
     info.id = reinterpret_cast<std::uintptr_t>(h);
     if (h->extra != nullptr) info.name = h->extra->name;
     return info;
+}
+
+/// From a catch block: reports the exception being handled as thrown by RuntimeConfig::`what`.
+void report_hook_exception(const char* what) noexcept;
+
+/// Calls `call()`, a call to RuntimeConfig::`what`; an exception it throws is reported and
+/// ignored.
+template <class F>
+void call_guarded(const char* what, F&& call) noexcept {
+    try {
+        call();
+    } catch (...) {
+        report_hook_exception(what);
+    }
 }
 
 /// Calls `hook` (set) with `h`'s TaskInfo; `what` names it in the report of an exception.

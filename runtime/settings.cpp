@@ -1,6 +1,8 @@
 // runtime/settings.cpp: see settings.hpp.
 #include "settings.hpp"
 
+#include "hooks.hpp"
+
 #include <pthread.h>
 
 #include <cctype>
@@ -174,14 +176,7 @@ std::string thread_name(const RuntimeConfig& config, std::string_view role) {
 void name_this_thread(const std::string& name) noexcept { (void)pthread_setname_np(pthread_self(), name.c_str()); }
 
 void run_thread_hook(const std::function<void()>& hook, const char* which) noexcept {
-    if (!hook) return;
-    try {
-        hook();
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "eddy: RuntimeConfig::%s threw (ignored): %s\n", which, e.what());
-    } catch (...) {
-        std::fprintf(stderr, "eddy: RuntimeConfig::%s threw (ignored; not a std::exception)\n", which);
-    }
+    if (hook) call_guarded(which, hook);
 }
 
 }  // namespace eddy::detail

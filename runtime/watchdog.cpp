@@ -1,10 +1,10 @@
 // runtime/watchdog.cpp: see watchdog.hpp.
 #include "watchdog.hpp"
 
+#include "hooks.hpp"
 #include "worker.hpp"
 
 #include <cstdio>
-#include <exception>
 
 namespace eddy::detail {
 
@@ -73,14 +73,8 @@ void Watchdog::report(std::size_t worker, std::uint64_t seq, std::int64_t runnin
             task);
         return;
     }
-    try {
-        if (config_.on_slow_poll_detail) config_.on_slow_poll_detail(p);
-        else hook(worker, std::chrono::nanoseconds(running_ns));
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "eddy: RuntimeConfig::on_slow_poll threw (ignored): %s\n", e.what());
-    } catch (...) {
-        std::fprintf(stderr, "eddy: RuntimeConfig::on_slow_poll threw (ignored; not a std::exception)\n");
-    }
+    if (config_.on_slow_poll_detail) call_guarded("on_slow_poll_detail", [&] { config_.on_slow_poll_detail(p); });
+    else call_guarded("on_slow_poll", [&] { hook(worker, std::chrono::nanoseconds(running_ns)); });
 }
 
 }  // namespace eddy::detail

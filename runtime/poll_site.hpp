@@ -20,9 +20,16 @@
 // that poll's earlier even store, so the second load of poll_seq sees that store and the
 // copy is thrown away. Each field's store pairs with its load in read().
 //
+// # Which task
+// The resumed frame is often not the task's own: an I/O completion resumes the helper
+// coroutine that awaited the read, several `co_await`s below the spawned task. publish()
+// follows the chain upwards (task_name()): an awaited eddy task's continuation, a
+// combinator child's awaiter (FinishHook::parent), up to the spawned task or group member,
+// whose header holds the name. A chain through another kind of coroutine ends unnamed.
+//
 // Cost: a worker with slow_poll_threshold set, in task-dump builds only, copies the resumed
-// frame's site and (for a named root task or group member) up to 64 bytes of its name per
-// poll. Other builds have none of it.
+// frame's site, walks up to its task (one load per level) and copies up to 64 bytes of the
+// name per poll. Other builds have none of it.
 #pragma once
 
 #include "private.hpp"
@@ -58,19 +65,15 @@ public:
         std::string_view name;
         if (!is_runnable_item(task)) {
             // A frame that nobody runs: its record and header are stable until we resume it.
-            PromiseBase& p = std::coroutine_handle<PromiseBase>::from_address(task).promise();
 #if EDDY_TASK_DUMP
+            PromiseBase& p = std::coroutine_handle<PromiseBase>::from_address(task).promise();
             const AwaitTrace& t = p.trace_record();
             if (t.vt->state == nullptr) {  // suspended in an awaiter: the site it resumes at
                 file = t.file;
                 line = t.line;
             }
 #endif
-            // Only a spawned task or group member has a header to look at (and a name).
-            if (p.finished_by_hook()) {
-                const FrameHeader* h = header_of(task);
-                if (h->extra != nullptr) name = h->extra->name;
-            }
+            name = task_name(task);
         }
         std::uint64_t words[kWords] = {};
         if (!name.empty()) std::memcpy(words, name.data(), name.size() < kNameBytes ? name.size() : kNameBytes);
@@ -99,6 +102,28 @@ public:
 
 private:
     static constexpr std::size_t kWords = kNameBytes / 8;
+    static constexpr int kMaxHops = 64;  // awaits and combinators followed up from the resumed frame
+
+    /// The name of the task `frame` runs for: the first frame finished by a hook with no
+    /// parent (a spawned task or a group member, which has a header and maybe a name),
+    /// found by following `co_await` continuations and combinators' parents up from the
+    /// resumed frame. Every frame on the way is suspended, awaiting the one below it, so it
+    /// and its link stay as they are until the resumed frame finishes.
+    static std::string_view task_name(void* frame) noexcept {
+        for (int hop = 0; frame != nullptr && hop < kMaxHops; ++hop) {
+            const PromiseBase& p = std::coroutine_handle<PromiseBase>::from_address(frame).promise();
+            const FinishHook* hook = p.finish_hook();
+            if (hook == nullptr) {
+                frame = p.awaiting_frame();
+            } else if (hook->parent != nullptr) {
+                frame = hook->parent;
+            } else {
+                const FrameHeader* h = header_of(frame);
+                return h->extra != nullptr ? std::string_view(h->extra->name) : std::string_view();
+            }
+        }
+        return {};
+    }
     std::atomic<const char*> file_{nullptr};
     std::atomic<std::uint32_t> line_{0};
     std::atomic<std::uint64_t> name_[kWords] = {};

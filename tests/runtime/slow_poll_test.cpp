@@ -20,9 +20,12 @@
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/spawn.hpp>
 #include <eddy/runtime/this_worker.hpp>
+#include <eddy/runtime/when_all.hpp>
+#include <eddy/runtime/when_any.hpp>
 #include <eddy/runtime/yield_now.hpp>
 #include <eddy/tasks/dump_config.hpp>
 #include <eddy/tasks/task.hpp>
+#include <eddy/time/with_timeout.hpp>
 
 #include "support/scoped_env.hpp"
 #include "support/stderr_capture.hpp"
@@ -179,7 +182,6 @@ struct Detail {
     std::string name;
     std::string file;
     std::uint32_t line = 0;
-    std::string function;
     std::atomic<bool> arrived{false};  // set by the hook; the slow task spins on it
 };
 
@@ -194,10 +196,8 @@ Task<std::uint32_t> block_until_reported(std::atomic<bool>& arrived) {
     co_return line;
 }
 
-}  // namespace
-
-TEST_CASE("on_slow_poll_detail names the task and its await site when task-dump records are built in") {
-    Detail d;
+/// Two workers, a 20 ms threshold, and a detailed hook that records into `d`.
+RuntimeConfig detail_config(Detail& d) {
     RuntimeConfig config{.workers = 2};
     config.slow_poll_threshold = 20ms;
     config.on_slow_poll_detail = [&d](const eddy::SlowPoll& p) {
@@ -207,10 +207,17 @@ TEST_CASE("on_slow_poll_detail names the task and its await site when task-dump 
             d.name = p.task_name;
             d.file = p.file;
             d.line = p.line;
-            d.function = p.function;
         }
         d.arrived.store(true, std::memory_order_release);  // pairs with the task's acquire load
     };
+    return config;
+}
+
+}  // namespace
+
+TEST_CASE("on_slow_poll_detail names the task and its await site when task-dump records are built in") {
+    Detail d;
+    RuntimeConfig config = detail_config(d);
     std::atomic<bool> old_called{false};
     config.on_slow_poll = [&old_called](std::size_t, std::chrono::nanoseconds) { old_called.store(true); };
     Runtime rt(config);
@@ -221,7 +228,6 @@ TEST_CASE("on_slow_poll_detail names the task and its await site when task-dump 
     std::lock_guard g(d.lock);
     CHECK(d.reports == 1);
     CHECK_FALSE(old_called.load());  // the detailed hook replaces the old one
-    CHECK(d.function.empty());
 #if EDDY_TASK_DUMP
     CHECK(d.name == "slowpoke");
     CHECK(d.file.ends_with("slow_poll_test.cpp"));
@@ -232,4 +238,55 @@ TEST_CASE("on_slow_poll_detail names the task and its await site when task-dump 
     CHECK(d.line == 0);
     (void)line;
 #endif
+}
+
+namespace {
+
+/// Runs `body(arrived)` as a task spawned with the name "outer", with a 20 ms slow-poll
+/// threshold, and gives what the one report said.
+template <class Body>
+std::pair<std::string, std::uint32_t> report_under_outer(Body body) {
+    Detail d;
+    Runtime rt(detail_config(d));
+    rt.block_on([](Body& b, std::atomic<bool>& arrived) -> Task<void> { co_await eddy::spawn(b(arrived), "outer"); }(
+                                                            body, d.arrived));
+    std::lock_guard g(d.lock);
+    REQUIRE(d.reports == 1);
+    return {d.name, d.line};
+}
+
+/// Two eddy tasks between the spawned task and the frame the slow poll resumes.
+Task<std::uint32_t> nested(std::atomic<bool>& arrived) { co_return co_await block_until_reported(arrived); }
+
+}  // namespace
+
+TEST_CASE("a slow poll that resumes a frame the task awaits is reported under the task's name") {
+    // The poll resumes block_until_reported's frame (after its yield), not the spawned one:
+    // the worker follows the awaiters up to the spawned task for the name.
+    SUBCASE("through co_await") {
+        const auto [name, line] =
+            report_under_outer([](std::atomic<bool>& a) -> Task<std::uint32_t> { co_return co_await nested(a); });
+        CHECK(name == (EDDY_TASK_DUMP ? "outer" : ""));
+        CHECK((line != 0) == (EDDY_TASK_DUMP != 0));  // the site of block_until_reported's yield
+    }
+    SUBCASE("through with_timeout") {
+        const auto name = report_under_outer([](std::atomic<bool>& a) -> Task<std::uint32_t> {
+                              co_return co_await eddy::with_timeout(nested(a), 60s);
+                          }).first;
+        CHECK(name == (EDDY_TASK_DUMP ? "outer" : ""));
+    }
+    SUBCASE("through when_all") {
+        const auto name = report_under_outer([](std::atomic<bool>& a) -> Task<std::uint32_t> {
+                              auto [l] = co_await eddy::when_all(nested(a));
+                              co_return l;
+                          }).first;
+        CHECK(name == (EDDY_TASK_DUMP ? "outer" : ""));
+    }
+    SUBCASE("through when_any") {
+        const auto name = report_under_outer([](std::atomic<bool>& a) -> Task<std::uint32_t> {
+                              auto r = co_await eddy::when_any(nested(a));
+                              co_return r.index() == 0 ? 1u : 0u;
+                          }).first;
+        CHECK(name == (EDDY_TASK_DUMP ? "outer" : ""));
+    }
 }

@@ -65,10 +65,9 @@ enum class ClockMode {
 struct SlowPoll {
     std::size_t worker = 0;               ///< the worker's index
     std::chrono::nanoseconds running{0};  ///< how long the poll has run so far
-    std::string_view task_name;           ///< the resumed task's spawn name (at most 64 bytes), else empty
+    std::string_view task_name;           ///< the spawn name of the task it runs for (at most 64 bytes), else empty
     std::string_view file;                ///< the await site it resumed at: the co_await's file, else empty
     std::uint32_t line = 0;               ///< and line (0: unknown)
-    std::string_view function;            ///< not recorded by eddy yet: always empty
 };
 
 

@@ -109,7 +109,7 @@ public:
     }
     template <class P>
     std::coroutine_handle<> await_suspend(std::coroutine_handle<P> parent) {
-        state_.link(cancellation_scope_of(parent));
+        state_.link(cancellation_scope_of(parent), eddy_frame_of(parent));
         // Child 0 runs next on this worker, by symmetric transfer (as an awaited task does);
         // the others go to this worker's deque, where idle workers steal them.
         const auto [first_promise, first] = get_(0);

@@ -21,12 +21,13 @@ class WhenAllState {
 public:
     explicit WhenAllState(std::size_t children) noexcept : countdown_(children) {}
 
-    /// Before any child is prepared or started (the state has its final address by then).
-    void link(const TaskCancellation* parent) {
+    /// Before any child is prepared or started (the state has its final address by then):
+    /// `parent` is the awaiter's cancellation, `parent_frame` its frame (eddy_frame_of).
+    void link(const TaskCancellation* parent, void* parent_frame) {
         stop_.emplace(parent);
         // Written once here: a child started earlier reads it when it finishes, possibly on
         // another worker while later children are being prepared.
-        hook_ = FinishHook{&on_child_done, this};
+        hook_ = FinishHook{&on_child_done, this, parent_frame};
     }
     /// Routes child `i`'s completion here and runs it under the combinator's cancellation.
     void prepare_child(std::size_t, PromiseBase& p) noexcept {

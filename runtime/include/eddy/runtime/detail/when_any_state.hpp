@@ -21,10 +21,15 @@ public:
 
     explicit WhenAnyState(std::size_t children) : countdown_(children), slots_(children) {}
 
-    void link(const TaskCancellation* parent) { stop_.emplace(parent); }
+    /// Before any child is prepared: `parent` is the awaiter's cancellation, `parent_frame`
+    /// its frame (eddy_frame_of).
+    void link(const TaskCancellation* parent, void* parent_frame) {
+        stop_.emplace(parent);
+        parent_frame_ = parent_frame;
+    }
     /// Routes child `i`'s completion here and runs it under the combinator's cancellation.
     void prepare_child(std::size_t i, PromiseBase& p) noexcept {
-        slots_[i] = Slot{FinishHook{&on_child_done, &slots_[i]}, this, i};
+        slots_[i] = Slot{FinishHook{&on_child_done, &slots_[i], parent_frame_}, this, i};
         p.set_finish(&slots_[i].hook);
         p.set_cancellation(stop_->token());
     }
@@ -54,6 +59,7 @@ private:
     Countdown countdown_;
     std::atomic<std::size_t> winner_{kNone};
     std::vector<Slot> slots_;               // each child's hook context
+    void* parent_frame_ = nullptr;          // set by link()
     std::optional<LinkedStopSource> stop_;  // set by link(), before any child starts
 };
 

@@ -39,6 +39,10 @@ using FinishFn = std::coroutine_handle<> (*)(void* ctx, PromiseBase& p, std::cor
 struct FinishHook {
     FinishFn fn;
     void* ctx;
+    /// A combinator's: the eddy task awaiting it (its frame), so that the slow-poll report
+    /// can find the task a child runs for; nullptr for the others, or when the awaiter is
+    /// another kind of coroutine.
+    void* parent = nullptr;
 };
 
 class PromiseBase {
@@ -61,7 +65,7 @@ public:
                 const auto* hook = reinterpret_cast<const FinishHook*>(link & ~kHookBit);
                 return hook->fn(hook->ctx, p, self);
             }
-            return link != 0 ? std::coroutine_handle<>::from_address(reinterpret_cast<void*>(link))
+            return link != 0 ? std::coroutine_handle<>::from_address(reinterpret_cast<void*>(link & ~kPromiseBit))
                              : std::noop_coroutine();
         }
         [[noreturn]] void await_resume() const noexcept { std::terminate(); }
@@ -84,9 +88,11 @@ public:
     AwaitTrace& trace_record() noexcept { return trace_; }
 #endif
 
-    void set_continuation(std::coroutine_handle<> c) noexcept {
+    template <class P>
+    void set_continuation(std::coroutine_handle<P> c) noexcept {
         link_ = reinterpret_cast<std::uintptr_t>(c.address());
-        assert((link_ & kHookBit) == 0 && "a coroutine frame is at least 2-aligned");
+        assert((link_ & (kHookBit | kPromiseBit)) == 0 && "a coroutine frame is at least 4-aligned");
+        if constexpr (std::is_base_of_v<PromiseBase, P>) link_ |= kPromiseBit;
     }
     /// `hook` outlives the frame (see FinishHook).
     void set_finish(const FinishHook* hook) noexcept { link_ = reinterpret_cast<std::uintptr_t>(hook) | kHookBit; }
@@ -94,6 +100,15 @@ public:
     /// Whether a FinishHook ends the task (a spawned root task or a group member): then its
     /// frame has a FrameHeader in use (an awaited frame may have none: allocation elision).
     bool finished_by_hook() const noexcept { return (link_ & kHookBit) != 0; }
+    /// The hook that ends the task, or nullptr when it is awaited.
+    const FinishHook* finish_hook() const noexcept {
+        return finished_by_hook() ? reinterpret_cast<const FinishHook*>(link_ & ~kHookBit) : nullptr;
+    }
+    /// The eddy task awaiting this one with `co_await` (its frame), or nullptr: finished by a
+    /// hook, not started, or awaited by another kind of coroutine.
+    void* awaiting_frame() const noexcept {
+        return (link_ & kPromiseBit) != 0 ? reinterpret_cast<void*>(link_ & ~kPromiseBit) : nullptr;
+    }
 
     /// The cancellation this task runs under: its awaiter's (inherited at `co_await`), a
     /// combinator's (when_all, when_any, with_timeout, TaskGroup), or nullptr (spawned root
@@ -111,12 +126,14 @@ protected:
 
 private:
     // What runs after final suspend: a task is either awaited (`link_` is its continuation's
-    // address; 0: nothing, a noop) or finished by a hook (`link_` is the FinishHook's address
-    // with kHookBit set), never both, so one word serves both. Every frame carries these
+    // address, with kPromiseBit set when it is an eddy task; 0: nothing, a noop) or finished
+    // by a hook (`link_` is the FinishHook's address with kHookBit set), never both, so one
+    // word serves both. Every frame carries these
     // fields: 8 bytes more per frame once crossed glibc's 128-byte fastbin limit for small
     // tasks (it halved spawn_many with 2 workers), and 8 bytes less is what brings a task
     // waiting on an Event to the frame pool's 208-byte class (benchmarks/task_memory).
     static constexpr std::uintptr_t kHookBit = 1;
+    static constexpr std::uintptr_t kPromiseBit = 2;
     std::uintptr_t link_ = 0;
     std::exception_ptr exception_;
     const TaskCancellation* stop_ = nullptr;
@@ -145,6 +162,16 @@ template <class P>
 const TaskCancellation* cancellation_scope_of(std::coroutine_handle<P> h) noexcept {
     if constexpr (std::is_base_of_v<PromiseBase, P>) {
         return h.promise().cancellation_scope();
+    } else {
+        return nullptr;
+    }
+}
+
+/// The frame of the coroutine behind `h` if it is an eddy Task, else nullptr (FinishHook::parent).
+template <class P>
+void* eddy_frame_of(std::coroutine_handle<P> h) noexcept {
+    if constexpr (std::is_base_of_v<PromiseBase, P>) {
+        return h.address();
     } else {
         return nullptr;
     }

@@ -7,6 +7,7 @@
 #include "thread_waiter.hpp"
 
 #include <pthread.h>
+#include <signal.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -87,6 +88,13 @@ void* worker_main(void* arg) noexcept {
     const RuntimeConfig& config = w->scheduler().config();
     // Named here too (start_worker names it from outside) so that the start hook sees the name.
     name_this_thread(thread_name(config, "worker-" + std::to_string(w->index())));
+    // A write to a socket or pipe whose reader is gone raises SIGPIPE in the writing thread,
+    // unless it passes MSG_NOSIGNAL, which sendfile(2) and write(2) cannot. Blocked here, a
+    // SIGPIPE stays pending and harmless and the task gets EPIPE, as on the reactor thread.
+    sigset_t pipe_only;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, nullptr);
     run_thread_hook(config.on_thread_start, "on_thread_start");
     w->run();
     run_thread_hook(config.on_thread_stop, "on_thread_stop");

@@ -4,9 +4,12 @@
 #include "reactor/poll_state.hpp"
 #include "reactor/reactor.hpp"
 
+#include <fcntl.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <system_error>
 
@@ -37,6 +40,15 @@ void SocketIo::release() noexcept {
     }
 }
 
+void SocketIo::make_nonblocking(const char* what) {
+    if (nonblocking_.load(std::memory_order_relaxed)) return;
+    const int fd = fd_;
+    const int flags = fd < 0 ? (errno = EBADF, -1) : ::fcntl(fd, F_GETFL);
+    if (flags < 0 || ((flags & O_NONBLOCK) == 0 && ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0))
+        throw_io_error(-errno, what);
+    nonblocking_.store(true, std::memory_order_relaxed);
+}
+
 bool SocketAwaiter::attempt() noexcept {
     tried_ = true;
     // Once waiting, the descriptor comes from the state, which keeps it open even if the
@@ -58,6 +70,16 @@ bool SocketAwaiter::attempt() noexcept {
             if (n >= 0 && (done_ += static_cast<std::size_t>(n)) < len_) continue;  // more to send
             if (n >= 0) n = static_cast<ssize_t>(len_);
             break;
+        case Op::kSendFile: {
+            // The socket is non-blocking (SocketIo::make_nonblocking). At most 1 GiB per
+            // call, as sendfile(2) itself would cut it.
+            const auto& range = *static_cast<const FileRange*>(buf_);
+            auto off = static_cast<off_t>(range.offset + done_);
+            n = len_ == done_ ? 0 : ::sendfile(fd, range.fd, &off, std::min<std::size_t>(len_ - done_, 1u << 30));
+            if (n > 0 && (done_ += static_cast<std::size_t>(n)) < len_) continue;  // more to send
+            if (n >= 0) n = static_cast<ssize_t>(done_);  // 0 from sendfile: the file ended first
+            break;
+        }
         case Op::kRecvMsg:
             n = ::recvmsg(fd, static_cast<msghdr*>(buf_), MSG_DONTWAIT);
             break;

@@ -3,6 +3,7 @@
 //!     auto s = co_await eddy::net::TcpStream::connect(eddy::net::SocketAddr::loopback_v4(port));
 //!     co_await s.write_all(request);
 //!     std::size_t n = co_await s.read(buf);        // 0: the peer closed its side
+//!     co_await s.send_file(file, 0, size);         // an fs::File's bytes, copied by the kernel
 //!
 //! Every operation suspends only the calling task. Errors are std::system_error carrying the
 //! errno (ECONNREFUSED from connect, ECONNRESET from read, EPIPE from write after the peer
@@ -43,13 +44,14 @@ struct TcpStreamNames {
     static constexpr const char* kWriteAll = "eddy::net::TcpStream::write_all";
     static constexpr const char* kReadVectored = "eddy::net::TcpStream::read_vectored";
     static constexpr const char* kWriteVectored = "eddy::net::TcpStream::write_vectored";
+    static constexpr const char* kSendFile = "eddy::net::TcpStream::send_file";
 };
 }  // namespace eddy::detail
 
 namespace eddy::net {
 
 /// A connected TCP socket (see the file comment). Move-only; closes on destruction.
-/// read, write, write_all, read_vectored and write_vectored come from its base (an
+/// read, write, write_all, read_vectored, write_vectored and send_file come from its base (an
 /// io::AsyncStream): `co_await s.read(buf)` gives the bytes read, 0 at end of stream.
 class TcpStream : public eddy::detail::SocketStream<eddy::detail::TcpStreamNames> {
 public:
@@ -70,7 +72,7 @@ public:
     /// blocking, as connect()'s sockets are.
     static TcpStream from_fd(io::FileDescriptor fd);
 
-    // read, write, write_all, read_vectored, write_vectored: see eddy/net/detail/socket_stream.hpp
+    // read, write, write_all, read_vectored, write_vectored, send_file: see eddy/net/detail/socket_stream.hpp
 
     /// Fills `buf` completely; std::system_error with ENODATA if the stream ends first.
     Task<void> read_exact(std::span<std::byte> buf);

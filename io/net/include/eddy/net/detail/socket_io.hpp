@@ -88,11 +88,15 @@ public:
     SocketIo() noexcept = default;
     explicit SocketIo(io::FileDescriptor fd) noexcept : fd_(fd.release()) {}
     SocketIo(SocketIo&& other) noexcept
-        : fd_(std::exchange(other.fd_, -1)), state_(other.state_.exchange(nullptr, std::memory_order_acq_rel)) {}
+        : fd_(std::exchange(other.fd_, -1)),
+          nonblocking_(other.nonblocking_.exchange(false, std::memory_order_relaxed)),
+          state_(other.state_.exchange(nullptr, std::memory_order_acq_rel)) {}
     SocketIo& operator=(SocketIo&& other) noexcept {
         if (this != &other) {
             release();
             fd_ = std::exchange(other.fd_, -1);
+            nonblocking_.store(other.nonblocking_.exchange(false, std::memory_order_relaxed),
+                               std::memory_order_relaxed);
             state_.store(other.state_.exchange(nullptr, std::memory_order_acq_rel), std::memory_order_release);
         }
         return *this;
@@ -108,11 +112,17 @@ public:
     /// itself is closed at once, or, while the reactor or a retry still uses it, as soon as
     /// they let go (its number is not reused before). std::system_error from close(2).
     void close();
+    /// Sets O_NONBLOCK on the descriptor, once: what sendfile(2) needs to return EAGAIN
+    /// instead of blocking the worker (the other operations pass MSG_DONTWAIT, so they do
+    /// not mind). std::system_error (`what`) from fcntl(2), EBADF once closed.
+    void make_nonblocking(const char* what);
 
 private:
     friend class SocketAwaiter;
     void release() noexcept;  // close, ignoring errors
     int fd_ = -1;
+    // Set by make_nonblocking(). Relaxed: only saves repeating an idempotent fcntl.
+    std::atomic<bool> nonblocking_{false};
     // Installed by the first operation that has to wait, with a CAS: two tasks whose first
     // operations on the socket wait at the same moment (two accepts, a read and a write)
     // must share one state and one poll. Release on install, acquire on load: the state's
@@ -129,14 +139,15 @@ public:
     /// (eddy/tasks/awaitable.hpp).
     using borrows_operands = void;
     /// kSendAll sends until all `len` bytes are out (waiting whenever the socket is full),
-    /// and gives `len`; the others give what one call did. kRecvMsg/kSendMsg are one
-    /// recvmsg(2)/sendmsg(2) (vectored I/O, datagrams with addresses, ancillary data).
-    enum class Op : std::uint8_t { kRecv, kSend, kSendAll, kAccept, kRecvMsg, kSendMsg };
+    /// and gives `len`; kSendFile likewise from a file (sendfile(2)), and gives fewer only
+    /// when the file ends first; the others give what one call did. kRecvMsg/kSendMsg are
+    /// one recvmsg(2)/sendmsg(2) (vectored I/O, datagrams with addresses, ancillary data).
+    enum class Op : std::uint8_t { kRecv, kSend, kSendAll, kAccept, kRecvMsg, kSendMsg, kSendFile };
 
     /// kRecv/kSend/kSendAll: `buf`, `len`. kAccept: `buf` a sockaddr* (or null), `addrlen`
     /// its length. kRecvMsg/kSendMsg: `buf` a msghdr* (its buffers, name and control live
     /// until the co_await returns; recvmsg fills in its msg_flags, e.g. MSG_TRUNC), `len`
-    /// unused.
+    /// unused. kSendFile: `buf` a FileRange*, `len` the bytes to send.
     SocketAwaiter(SocketIo& io, Op op, void* buf, std::size_t len, const char* what, std::stop_token token = {},
                   socklen_t* addrlen = nullptr) noexcept
         : PollWaiter(&SocketAwaiter::retry, dir_of(op), closed_result(op)), io_(&io), buf_(buf), len_(len),
@@ -186,7 +197,7 @@ private:
 
     /// The direction an operation waits for.
     static constexpr Dir dir_of(Op op) noexcept {
-        return op == Op::kSend || op == Op::kSendAll || op == Op::kSendMsg ? kWrite : kRead;
+        return op == Op::kSend || op == Op::kSendAll || op == Op::kSendMsg || op == Op::kSendFile ? kWrite : kRead;
     }
     /// What an operation gives once its socket was closed by close() (see SocketIo::close):
     /// a read the end of the stream, as a read racing close() would see; a write EPIPE; an
@@ -199,6 +210,7 @@ private:
         case Op::kSend:
         case Op::kSendMsg:
         case Op::kSendAll:
+        case Op::kSendFile:
             return -EPIPE;
         case Op::kAccept:
             return -EINVAL;
@@ -225,7 +237,7 @@ private:
     SocketIo* io_;
     void* buf_;
     std::size_t len_;
-    std::size_t done_ = 0;  // kSendAll: bytes sent so far
+    std::size_t done_ = 0;  // kSendAll, kSendFile: bytes sent so far
     socklen_t* addrlen_;
     const char* what_;
     PollState* state_ = nullptr;  // set by the first wait: holds a reference
@@ -239,6 +251,27 @@ private:
     // Destroyed first: a callback's destructor waits for a cancel running on another thread.
     std::optional<std::stop_callback<CancelWait>> own_cancel_;
     StopCallback<CancelWait> task_cancel_;
+};
+
+/// Where a kSendFile operation takes its bytes: a file's descriptor and the first offset.
+struct FileRange {
+    int fd = -1;
+    std::uint64_t offset = 0;
+};
+
+/// A file range sent with sendfile(2) (SocketStream::send_file): the range lives in the
+/// awaiter, where the operation's buffer pointer points. Sets O_NONBLOCK on the socket
+/// before its first attempt (sendfile has no MSG_DONTWAIT; see socket_stream.hpp).
+class SendFileAwaiter : public SocketAwaiter {
+public:
+    SendFileAwaiter(SocketIo& io, FileRange range, std::size_t count, const char* what, std::stop_token token) noexcept
+        : SocketAwaiter(io, Op::kSendFile, &range_, count, what, std::move(token)), range_(range) {}
+    /// Movable until first awaited (SocketAwaiter asserts it); the operation points at the
+    /// new object's range.
+    SendFileAwaiter(SendFileAwaiter&& o) noexcept : SocketAwaiter(std::move(o), &range_), range_(o.range_) {}
+
+private:
+    FileRange range_;
 };
 
 /// One recvmsg/sendmsg over an iovec array (TcpStream::read_vectored, write_vectored): the

@@ -7,13 +7,15 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <stop_token>
 #include <string_view>
 #include <utility>
 
-#include <eddy/net/detail/socket_io.hpp>
+#include <eddy/fs/file.hpp>
 #include <eddy/io/file_descriptor.hpp>
+#include <eddy/net/detail/socket_io.hpp>
 
 namespace eddy::detail {
 
@@ -45,6 +47,20 @@ public:
     /// One sendmsg(2) of several buffers, in order; gives the count written (may be short).
     [[nodiscard]] VectoredAwaiter write_vectored(std::span<const iovec> bufs, std::stop_token token = {}) noexcept {
         return VectoredAwaiter(io_, true, bufs.data(), bufs.size(), Names::kWriteVectored, std::move(token));
+    }
+
+    /// Sends `count` bytes of `file` from `offset` with sendfile(2): the kernel copies from
+    /// the page cache into the socket, with no buffer in user space, waiting whenever the
+    /// socket buffer is full. Gives the count sent, which is less than `count` only when
+    /// the file ends first. `file` stays open until the co_await returns; the file position
+    /// does not move. The first call makes the socket O_NONBLOCK (sendfile has no
+    /// MSG_DONTWAIT), which the stream's other operations do not notice. Errors:
+    /// std::system_error with the errno (EPIPE or ECONNRESET when the peer went away,
+    /// EINVAL for a descriptor sendfile cannot read, such as a directory).
+    [[nodiscard]] SendFileAwaiter send_file(const fs::File& file, std::uint64_t offset, std::size_t count,
+                                            std::stop_token token = {}) {
+        io_.make_nonblocking(Names::kSendFile);
+        return SendFileAwaiter(io_, FileRange{file.native_handle(), offset}, count, Names::kSendFile, std::move(token));
     }
 
     int native_handle() const noexcept { return io_.fd(); }

@@ -1,0 +1,156 @@
+// tests/net/send_file_test.cpp: TcpStream::send_file (sendfile(2) on the readiness path):
+// a range of a file arrives byte for byte through small socket buffers (so the send waits
+// for room), the count is short only when the file ends first, the file position does not
+// move, a peer that went away is a std::system_error (EPIPE or ECONNRESET) and no SIGPIPE,
+// and a descriptor sendfile cannot read is EINVAL.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <eddy/fs/file.hpp>
+#include <eddy/io/file_descriptor.hpp>
+#include <eddy/net/socket_addr.hpp>
+#include <eddy/net/tcp_listener.hpp>
+#include <eddy/net/tcp_stream.hpp>
+#include <eddy/runtime/runtime.hpp>
+#include <eddy/runtime/when_all.hpp>
+#include <eddy/tasks/task.hpp>
+
+#include "support/net_helpers.hpp"
+
+using eddy::Runtime;
+using eddy::RuntimeConfig;
+using eddy::Task;
+using eddy::fs::File;
+using eddy::net::SocketAddr;
+using eddy::net::TcpListener;
+using eddy::net::TcpStream;
+using eddy::test::Connection;
+using eddy::test::connect_pair;
+using eddy::test::run;
+
+namespace {
+
+/// A temporary file holding `content`, removed at once (the descriptor keeps it).
+File temp_file(const std::vector<std::byte>& content) {
+    char name[] = "/tmp/eddy-send-file-XXXXXX";
+    const int fd = ::mkstemp(name);
+    REQUIRE(fd >= 0);
+    ::unlink(name);
+    REQUIRE(::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()));
+    return File(eddy::io::FileDescriptor(fd));
+}
+
+Task<std::vector<std::byte>> read_to_end(TcpStream& s) {
+    std::vector<std::byte> out, buf(16 * 1024);
+    for (;;) {
+        const std::size_t n = co_await s.read(buf);
+        if (n == 0) co_return out;
+        out.insert(out.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+}
+
+struct Sent {
+    std::size_t whole = 0;  // what send_file gave for the range
+    std::size_t past_end = 0;
+    std::vector<std::byte> received;
+};
+
+Task<Sent> send_range(TcpStream& s, const File& f, std::uint64_t offset, std::size_t count, std::size_t size) {
+    Sent r;
+    r.whole = co_await s.send_file(f, offset, count);
+    r.past_end = co_await s.send_file(f, size - 10, 100);  // only 10 bytes are left
+    s.shutdown(TcpStream::Shutdown::kWrite);
+    co_return r;
+}
+
+Task<Sent> transfer(TcpListener& listener, const File& f, std::uint64_t offset, std::size_t count, std::size_t size) {
+    Connection c = co_await connect_pair(listener);
+    // Small buffers: the range cannot be in flight at once, so send_file waits for room.
+    eddy::test::set_int_sockopt(c.client.native_handle(), SOL_SOCKET, SO_SNDBUF, 64 * 1024);
+    auto [sent, received] =
+        co_await eddy::when_all(send_range(c.client, f, offset, count, size), read_to_end(c.server));
+    sent.received = std::move(received);
+    co_return sent;
+}
+
+}  // namespace
+
+TEST_CASE("send_file sends a file's range byte for byte, waiting for room, and is short only at the end") {
+    constexpr std::size_t kSize = std::size_t{3} << 20;
+    const std::vector<std::byte> content = eddy::test::pattern(kSize);
+    const File f = temp_file(content);
+    const auto position = ::lseek(f.native_handle(), 0, SEEK_CUR);
+    for (const std::size_t workers : {std::size_t{1}, std::size_t{2}}) {
+        CAPTURE(workers);
+        auto listener = TcpListener::bind(SocketAddr::loopback_v4(0));
+        eddy::test::set_int_sockopt(listener.native_handle(), SOL_SOCKET, SO_RCVBUF, 64 * 1024);
+        Runtime rt(RuntimeConfig{.workers = workers});
+        const std::uint64_t offset = 12345;
+        const std::size_t count = kSize - 2 * offset;
+        const Sent r = run(rt, transfer(listener, f, offset, count, kSize));
+        CHECK(r.whole == count);
+        CHECK(r.past_end == 10);
+        REQUIRE(r.received.size() == count + 10);
+        CHECK(std::equal(r.received.begin(), r.received.begin() + static_cast<std::ptrdiff_t>(count),
+                         content.begin() + static_cast<std::ptrdiff_t>(offset)));
+        CHECK(std::equal(r.received.end() - 10, r.received.end(), content.end() - 10));
+    }
+    CHECK(::lseek(f.native_handle(), 0, SEEK_CUR) == position);  // the file position did not move
+}
+
+namespace {
+
+/// Sends `f` in a loop to a peer that closes at once; gives the error code it ended with.
+Task<std::error_code> send_to_gone_peer(TcpListener& listener, const File& f, std::size_t size) {
+    Connection c = co_await connect_pair(listener);
+    c.server.close();
+    try {
+        for (int i = 0; i < 1000; ++i) co_await c.client.send_file(f, 0, size);
+    } catch (const std::system_error& e) {
+        co_return e.code();
+    }
+    co_return std::error_code{};
+}
+
+Task<std::error_code> send_from(TcpListener& listener, const File& f) {
+    Connection c = co_await connect_pair(listener);
+    try {
+        co_await c.client.send_file(f, 0, 10);
+    } catch (const std::system_error& e) {
+        co_return e.code();
+    }
+    co_return std::error_code{};
+}
+
+}  // namespace
+
+TEST_CASE("send_file to a peer that went away is EPIPE or ECONNRESET, without SIGPIPE") {
+    // SIGPIPE at its default action would end this program: the workers block it.
+    constexpr std::size_t kSize = 256 * 1024;
+    const File f = temp_file(eddy::test::pattern(kSize));
+    auto listener = TcpListener::bind(SocketAddr::loopback_v4(0));
+    Runtime rt(RuntimeConfig{.workers = 1});
+    const std::error_code ec = run(rt, send_to_gone_peer(listener, f, kSize));
+    CHECK((ec == std::errc::broken_pipe || ec == std::errc::connection_reset));
+}
+
+TEST_CASE("send_file from a descriptor sendfile cannot read is EINVAL") {
+    const int dir = ::open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    REQUIRE(dir >= 0);
+    const File f{eddy::io::FileDescriptor(dir)};
+    auto listener = TcpListener::bind(SocketAddr::loopback_v4(0));
+    Runtime rt(RuntimeConfig{.workers = 1});
+    const std::error_code ec = run(rt, send_from(listener, f));
+    CHECK(ec == std::errc::invalid_argument);
+}

@@ -1,12 +1,19 @@
 // io/fs/file.cpp
 #include <eddy/fs/file.hpp>
 
+#include "fs/open_cached.hpp"
 
 #include <sys/stat.h>
+
+#include <cerrno>
 
 namespace eddy::fs {
 
 Task<File> File::open(std::string path, int flags, mode_t mode) {
+    // Opening to read what the caches hold costs a few system calls here rather than a trip
+    // through the reactor (fs/open_cached.hpp).
+    if (const int fd = detail::open_cached(path.c_str(), flags); fd >= 0) co_return File(io::FileDescriptor(fd));
+    else if (fd == detail::kOpenFailed) detail::throw_io_error(-errno, "eddy::fs::File::open");
     const std::size_t fd = co_await detail::IoAwaiter({.kind = detail::IoKind::kOpenAt,
                                                        .fd = AT_FDCWD,
                                                        .addr = path.data(),

@@ -1,6 +1,7 @@
 // io/fs/open_options.cpp: fs::OpenOptions (eddy/fs/open_options.hpp).
 #include <eddy/fs/open_options.hpp>
 
+#include "fs/open_cached.hpp"
 #include "fs/path_op.hpp"
 
 #include <fcntl.h>
@@ -25,6 +26,9 @@ int OpenOptions::flags() const {
 
 Task<File> OpenOptions::open(std::string path) const {
     const int f = flags();
+    if (const int cached = detail::open_cached(path.c_str(), f); cached >= 0)
+        co_return File(io::FileDescriptor(cached));
+    else if (cached == detail::kOpenFailed) detail::throw_path_errno("eddy::fs::OpenOptions::open", path);
     const std::size_t fd = co_await detail::path_op({.kind = detail::IoKind::kOpenAt,
                                                      .fd = AT_FDCWD,
                                                      .addr = path.data(),

@@ -1,6 +1,7 @@
 // tests/fs/file_test.cpp: fs::File on temporary files: open with flags and mode, read_at and
 // write_at at offsets (holes read as zeros, reads at or past the end give 0), write_all_at,
-// size, fsync, close, and the errors (ENOENT, EEXIST, EISDIR, EBADF, EINVAL).
+// size, fsync, close, and the errors (ENOENT, EEXIST, EISDIR, EBADF, EINVAL); a read-only
+// open of a cached path done on the worker, and a FIFO that still waits off it.
 //
 // Every file lives in a fresh directory under /tmp (mkdtemp) that the test removes.
 #include <doctest/doctest.h>
@@ -22,7 +23,10 @@
 #include <eddy/fs/read_file.hpp>
 #include <eddy/io/file_descriptor.hpp>
 #include <eddy/io/pipe.hpp>
+#include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/runtime.hpp>
+#include <eddy/runtime/spawn.hpp>
+#include <eddy/runtime/yield_now.hpp>
 #include <eddy/tasks/task.hpp>
 
 #include "support/net_helpers.hpp"
@@ -276,4 +280,49 @@ TEST_CASE("close() reports the error of close(2) and leaves the File empty eithe
     const auto [ec, empty] = run(rt, close_reports_ebadf(path));
     CHECK(ec == std::errc::bad_file_descriptor);
     CHECK(empty);
+}
+
+namespace {
+
+Task<std::string> read_fifo(std::string path) {
+    File f = co_await File::open(std::move(path));  // waits for a writer: off the worker
+    std::array<std::byte, 16> buf;
+    const std::size_t n = co_await f.read(buf);
+    co_return text(std::span(buf).first(n));
+}
+
+Task<void> write_fifo(std::string path) {
+    File f = co_await File::open(std::move(path), O_WRONLY);
+    co_await f.write(bytes("through"));
+}
+
+Task<std::string> fifo_both_ways(std::string path) {
+    // One worker: if opening the read end blocked it, the writer would never run.
+    auto reader = eddy::spawn(read_fifo(path));
+    co_await eddy::yield_now();
+    co_await write_fifo(std::move(path));
+    co_return co_await std::move(reader);
+}
+
+}  // namespace
+
+TEST_CASE("opening a cached file to read takes no trip through the reactor; a FIFO still waits off the worker") {
+    TempDir dir;
+    const std::string path = dir.file("cached");
+    Runtime rt(RuntimeConfig{.workers = 1});
+    run(rt, eddy::fs::write_file(path, "cached content"));
+    run(rt, eddy::fs::read_file(path));  // the path's dentries and inode are in the caches now
+    const std::uint64_t before = rt.metrics().reactor.operations;
+    const std::uint64_t size = run(rt, [](std::string p) -> Task<std::uint64_t> {
+        File f = co_await File::open(std::move(p));
+        co_return f.size();
+    }(path));
+    CHECK(size == 14);
+    CHECK(rt.metrics().reactor.operations == before);  // opened on the worker
+    // Errors are the same either way: a missing name in a cached directory.
+    CHECK(run(rt, error_of(File::open(dir.file("missing")))) == std::errc::no_such_file_or_directory);
+
+    const std::string fifo = dir.file("fifo");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK(run(rt, fifo_both_ways(fifo)) == "through");
 }

@@ -35,6 +35,7 @@ namespace {
 
 using eddy::test::child::Client;
 using eddy::test::child::Exit;
+using eddy::test::child::run_command;
 using eddy::test::child::starts_with;
 
 /// examples/service: its binary is named by EDDY_SERVICE; it gets none of our EDDY_* and
@@ -70,16 +71,6 @@ void check_metrics_block(const std::string& block, const std::string& title, std
     CHECK(block.find("\nblocking: threads=") != std::string::npos);
 }
 
-/// The output of `command` (a shell command line), and its exit status in `*status`.
-std::string run(const std::string& command, int* status) {
-    std::string out;
-    FILE* p = ::popen(command.c_str(), "r");
-    REQUIRE(p != nullptr);
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-    *status = ::pclose(p);
-    return out;
-}
 
 /// The sum over workers of `eddy_<family>{worker="N"} value` lines in an exposition.
 std::uint64_t sum_over_workers(const std::string& text, const std::string& family) {
@@ -97,7 +88,7 @@ std::uint64_t sum_over_workers(const std::string& text, const std::string& famil
 
 TEST_CASE("GET /metrics on the service's port: Prometheus text, scraped with curl") {
     int status = 0;
-    (void)run("curl --version >/dev/null 2>&1", &status);
+    (void)run_command("curl --version >/dev/null 2>&1", &status);
     if (status != 0) {
         MESSAGE("curl is not installed (tools/install-deps.sh installs it): test skipped");
         return;
@@ -106,7 +97,7 @@ TEST_CASE("GET /metrics on the service's port: Prometheus text, scraped with cur
     const std::uint16_t port = service.port();
     const std::string url = "http://127.0.0.1:" + std::to_string(port);
     const std::string curl = "curl -sS --max-time 20 ";
-    const std::string first = run(curl + url + "/metrics", &status);
+    const std::string first = run_command(curl + url + "/metrics", &status);
     INFO("first scrape:\n" << first);
     REQUIRE(status == 0);
     CHECK(first.find("# TYPE eddy_tasks_spawned_total counter\n") != std::string::npos);
@@ -116,13 +107,13 @@ TEST_CASE("GET /metrics on the service's port: Prometheus text, scraped with cur
     // Load between the scrapes: requests on a line connection (the same port).
     Client a(port);
     for (int i = 0; i < 20; ++i) CHECK(a.request("PING\n", 1) == "PONG\n");
-    const std::string second = run(curl + url + "/metrics", &status);
+    const std::string second = run_command(curl + url + "/metrics", &status);
     REQUIRE(status == 0);
     // The service spawns no root task per request (connections are TaskGroup members), so
     // tasks_spawned_total stays; the polls grow (not one per request: a read that finds
     // its bytes ready does not suspend).
     CHECK(sum_over_workers(second, "eddy_worker_polls_total") > sum_over_workers(first, "eddy_worker_polls_total"));
-    CHECK(run(curl + "-o /dev/null -w '%{http_code}' " + url + "/other", &status) == "404");
+    CHECK(run_command(curl + "-o /dev/null -w '%{http_code}' " + url + "/other", &status) == "404");
     CHECK(a.request("PING\n", 1) == "PONG\n");  // the line protocol goes on beside it
 
     service.signal(SIGTERM);

@@ -318,6 +318,17 @@ private:
 
 /// An example server (echo_server, http_hello, kv_server, ...) started on a free port with
 /// two workers unless told otherwise; port() reads its first line.
+/// The output of `command` (a shell command line: curl, wrk), and its wait status in `*status`.
+inline std::string run_command(const std::string& command, int* status) {
+    std::string out;
+    FILE* p = ::popen(command.c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    *status = ::pclose(p);
+    return out;
+}
+
 class ServerProcess : public ChildProcess {
 public:
     explicit ServerProcess(const Program& program, std::vector<std::string> args = {"--port", "0", "--workers", "2"},

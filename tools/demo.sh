@@ -88,7 +88,7 @@ if [[ -d "$anchors" ]] && command -v cargo >/dev/null; then
     if ((cargo_minor >= 65)); then
         echo "== building the Tokio anchor (cargo, offline, Debian crate sources)"
         (cd "$anchors" && cargo build --release --offline --quiet) || echo "(Tokio anchor did not build; eddy only)"
-        echo "== building the Tokio servers (benchmarks/tokio-servers: http_hello, kv_server, fork_join, task_memory)"
+        echo "== building the Tokio servers (benchmarks/tokio-servers: http_hello, kv_server, chat_server, file_server, fork_join, task_memory)"
         (cd benchmarks/tokio-servers && cargo build --release --offline --quiet) ||
             echo "(Tokio servers did not build; their rows show eddy only)"
     else

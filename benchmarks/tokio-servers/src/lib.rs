@@ -9,6 +9,12 @@ use std::io::Write;
 use std::process::exit;
 use std::time::Duration;
 
+/// The value given to `flag` on the command line (file_server's --root), if any.
+pub fn flag_value(flag: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1).cloned())
+}
+
 pub fn serve<F, Fut>(name: &str, handler: F) -> !
 where
     F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
@@ -33,6 +39,7 @@ where
         match (flag.as_str(), value.parse::<usize>()) {
             ("--port", Ok(p)) if p <= 65535 => port = p as u16,
             ("--workers", Ok(w)) if w >= 1 => workers = w,
+            ("--root", _) if !value.is_empty() => {} // file_server's own: flag_value("--root")
             _ => {
                 eprintln!("usage: {name} [--port N] [--workers N]");
                 exit(2);
@@ -192,5 +199,122 @@ pub mod bench {
         let rate = if secs > 0.0 { (ops as f64 / secs).round() as u64 } else { 0 };
         println!("bench={bench} runtime=tokio workers={workers} ops={ops} secs={secs:.4} rate={rate}");
         let _ = std::io::stdout().flush();
+    }
+}
+
+/// What the HTTP servers share (http_hello, file_server): reading a request's line and headers
+/// within bounds, as examples/support/http_request.hpp does for eddy's.
+pub mod http {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+
+    pub const MAX_LINE: usize = 8 * 1024;
+    pub const MAX_HEADERS: usize = 100;
+    pub const MAX_BODY: usize = 1024 * 1024;
+
+    /// A request's line and what its headers said; its body (`length` bytes) is still unread.
+    pub struct Request {
+        pub method: String,
+        pub target: String,
+        pub close: bool,
+        pub length: usize,
+    }
+
+    /// Reads one line without "\n" / "\r\n"; None at end of stream, Err(()) when too long.
+    async fn read_line<R: AsyncBufReadExt + Unpin>(r: &mut R, line: &mut String) -> std::io::Result<Option<Result<(), ()>>> {
+        line.clear();
+        let n = (&mut *r).take(MAX_LINE as u64 + 1).read_line(line).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if !line.ends_with('\n') {
+            return Ok(Some(if n > MAX_LINE { Err(()) } else { Ok(()) }));
+        }
+        line.pop();
+        if line.ends_with('\r') {
+            line.pop();
+        }
+        Ok(Some(Ok(())))
+    }
+
+    /// Reads a request's line (empty lines before it skipped) and headers: None at end of
+    /// stream (also in the middle of a request); else the request, or the status to refuse
+    /// it with (400 malformed or ambiguous framing, 413 a Content-Length over 1 MiB, 431 a
+    /// line too long or too many headers, 501 Transfer-Encoding).
+    pub async fn read_request<R: AsyncBufReadExt + Unpin>(
+        r: &mut R,
+        line: &mut String,
+    ) -> std::io::Result<Option<Result<Request, &'static str>>> {
+        loop {
+            match read_line(r, line).await? {
+                None => return Ok(None),
+                Some(Err(())) => return Ok(Some(Err("431 Request Header Fields Too Large"))),
+                Some(Ok(())) if line.is_empty() => continue,
+                Some(Ok(())) => break,
+            }
+        }
+        let parts: Vec<&str> = line.splitn(3, ' ').collect();
+        if parts.len() != 3 || parts[0].is_empty() || parts[1].is_empty() || (parts[2] != "HTTP/1.1" && parts[2] != "HTTP/1.0") {
+            return Ok(Some(Err("400 Bad Request")));
+        }
+        let mut req = Request { method: parts[0].to_string(), target: parts[1].to_string(), close: parts[2] == "HTTP/1.0", length: 0 };
+        let mut length: Option<usize> = None;
+        let mut headers = 0;
+        loop {
+            match read_line(r, line).await? {
+                None => return Ok(None),
+                Some(Err(())) => return Ok(Some(Err("431 Request Header Fields Too Large"))),
+                Some(Ok(())) if line.is_empty() => break,
+                Some(Ok(())) => {}
+            }
+            if headers == MAX_HEADERS {
+                return Ok(Some(Err("431 Request Header Fields Too Large")));
+            }
+            headers += 1;
+            let (name, value) = match line.split_once(':') {
+                Some(pair) => pair,
+                None => return Ok(Some(Err("400 Bad Request"))),
+            };
+            let value = value.trim_matches(|c| c == ' ' || c == '\t');
+            if name.contains([' ', '\t']) {
+                return Ok(Some(Err("400 Bad Request")));
+            }
+            if name.eq_ignore_ascii_case("content-length") {
+                // Digits only: usize's parse would take a '+'.
+                let n = value.bytes().all(|c| c.is_ascii_digit()).then(|| value.parse::<usize>().ok()).flatten();
+                match n {
+                    Some(n) if length.map_or(true, |l| l == n) => {
+                        if n > MAX_BODY {
+                            return Ok(Some(Err("413 Content Too Large")));
+                        }
+                        length = Some(n);
+                    }
+                    _ => return Ok(Some(Err("400 Bad Request"))),
+                }
+            } else if name.eq_ignore_ascii_case("connection") {
+                if value.eq_ignore_ascii_case("close") {
+                    req.close = true;
+                } else if value.eq_ignore_ascii_case("keep-alive") {
+                    req.close = false;
+                }
+            } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                return Ok(Some(Err("501 Not Implemented")));
+            }
+        }
+        req.length = length.unwrap_or(0);
+        Ok(Some(Ok(req)))
+    }
+
+    /// Reads and drops `length` bytes of body; false when the stream ends first.
+    pub async fn skip_body<R: AsyncBufReadExt + Unpin>(r: &mut R, mut length: usize) -> std::io::Result<bool> {
+        while length > 0 {
+            let chunk = r.fill_buf().await?;
+            if chunk.is_empty() {
+                return Ok(false);
+            }
+            let n = length.min(chunk.len());
+            r.consume(n);
+            length -= n;
+        }
+        Ok(true)
     }
 }

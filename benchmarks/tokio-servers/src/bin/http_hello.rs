@@ -4,11 +4,8 @@
 //! closed; ambiguous framing 400: a Content-Length that is not plain digits, two that differ,
 //! whitespace before a header's colon; a Content-Length over 1 MiB 413), written with
 //! tokio::io::BufReader and BufWriter as a Tokio user would.
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
-
-const MAX_LINE: usize = 8 * 1024;
-const MAX_HEADERS: usize = 100;
-const MAX_BODY: usize = 1024 * 1024;
+use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio_servers::http::{read_request, skip_body};
 
 fn answer(out: &mut Vec<u8>, status: &str, body: &str, head: bool, close: bool) {
     out.clear();
@@ -22,124 +19,26 @@ fn answer(out: &mut Vec<u8>, status: &str, body: &str, head: bool, close: bool) 
     }
 }
 
-/// Reads one line without "\n" / "\r\n"; None at end of stream, Err(()) when too long.
-async fn read_line<R: AsyncBufReadExt + Unpin>(r: &mut R, line: &mut String) -> std::io::Result<Option<Result<(), ()>>> {
-    line.clear();
-    let n = (&mut *r).take(MAX_LINE as u64 + 1).read_line(line).await?;
-    if n == 0 {
-        return Ok(None);
-    }
-    if !line.ends_with('\n') {
-        return Ok(Some(if n > MAX_LINE { Err(()) } else { Ok(()) }));
-    }
-    line.pop();
-    if line.ends_with('\r') {
-        line.pop();
-    }
-    Ok(Some(Ok(())))
-}
-
 async fn serve(mut s: tokio::net::TcpStream) -> std::io::Result<()> {
     let (r, w) = s.split();
     let mut rd = BufReader::with_capacity(8192, r);
     let mut wr = BufWriter::with_capacity(16384, w);
     let mut line = String::new();
     let mut out = Vec::new();
-    'conn: loop {
-        // The request line (empty lines before it are allowed).
-        loop {
-            match read_line(&mut rd, &mut line).await? {
-                None => break 'conn,
-                Some(Err(())) => {
-                    answer(&mut out, "431 Request Header Fields Too Large", "431 Request Header Fields Too Large", false, true);
-                    wr.write_all(&out).await?;
-                    break 'conn;
-                }
-                Some(Ok(())) if line.is_empty() => continue,
-                Some(Ok(())) => break,
+    loop {
+        let req = match read_request(&mut rd, &mut line).await? {
+            None => break,
+            Some(Ok(req)) => req,
+            Some(Err(status)) => {
+                answer(&mut out, status, status, false, true);
+                wr.write_all(&out).await?;
+                break;
             }
-        }
-        let parts: Vec<&str> = line.splitn(3, ' ').collect();
-        let bad = parts.len() != 3 || parts[0].is_empty() || parts[1].is_empty() || (parts[2] != "HTTP/1.1" && parts[2] != "HTTP/1.0");
-        if bad {
-            answer(&mut out, "400 Bad Request", "400 Bad Request", false, true);
-            wr.write_all(&out).await?;
+        };
+        if !skip_body(&mut rd, req.length).await? {
             break;
         }
-        let (method, target) = (parts[0].to_string(), parts[1].to_string());
-        let mut close = parts[2] == "HTTP/1.0";
-        let mut length: Option<usize> = None;
-        let mut failure: Option<&str> = None;
-        let mut headers = 0;
-        loop {
-            match read_line(&mut rd, &mut line).await? {
-                None => break 'conn,
-                Some(Err(())) => {
-                    failure = Some("431 Request Header Fields Too Large");
-                    break;
-                }
-                Some(Ok(())) if line.is_empty() => break,
-                Some(Ok(())) => {}
-            }
-            if headers == MAX_HEADERS {
-                failure = Some("431 Request Header Fields Too Large");
-                break;
-            }
-            headers += 1;
-            let (name, value) = match line.split_once(':') {
-                Some(pair) => pair,
-                None => {
-                    failure = Some("400 Bad Request");
-                    break;
-                }
-            };
-            let value = value.trim_matches(|c| c == ' ' || c == '\t');
-            if name.contains([' ', '\t']) {
-                failure = Some("400 Bad Request");
-                break;
-            }
-            if name.eq_ignore_ascii_case("content-length") {
-                // Digits only: usize's parse would take a '+'.
-                let n = value.bytes().all(|c| c.is_ascii_digit()).then(|| value.parse::<usize>().ok()).flatten();
-                match n {
-                    Some(n) if length.map_or(true, |l| l == n) => {
-                        if n > MAX_BODY {
-                            failure = Some("413 Content Too Large");
-                            break;
-                        }
-                        length = Some(n);
-                    }
-                    _ => {
-                        failure = Some("400 Bad Request");
-                        break;
-                    }
-                }
-            } else if name.eq_ignore_ascii_case("connection") {
-                if value.eq_ignore_ascii_case("close") {
-                    close = true;
-                } else if value.eq_ignore_ascii_case("keep-alive") {
-                    close = false;
-                }
-            } else if name.eq_ignore_ascii_case("transfer-encoding") {
-                failure = Some("501 Not Implemented");
-                break;
-            }
-        }
-        if let Some(status) = failure {
-            answer(&mut out, status, status, false, true);
-            wr.write_all(&out).await?;
-            break;
-        }
-        let mut length = length.unwrap_or(0);
-        while length > 0 {
-            let chunk = rd.fill_buf().await?;
-            if chunk.is_empty() {
-                break 'conn;
-            }
-            let n = length.min(chunk.len());
-            rd.consume(n);
-            length -= n;
-        }
+        let (method, target, close) = (req.method, req.target, req.close);
         let head = method == "HEAD";
         if method != "GET" && !head {
             answer(&mut out, "405 Method Not Allowed", "Method Not Allowed", false, close);

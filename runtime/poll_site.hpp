@@ -4,7 +4,7 @@
 //
 // # Why a copy under the poll counter, and not a pointer or a call from the worker
 // The watchdog reports while the poll still runs, on the reactor thread. The await site is
-// a file name literal and a line: static storage, a pointer is enough. The task's name is
+// a file name and a function name (static storage: a pointer is enough) and a line. The task's name is
 // not: it lives in the root's FrameExtra, freed with its header, which may happen during
 // the very poll that is reported (the task finishes). So the worker copies the name, at
 // most kNameBytes of it, into words of its own at poll start, before it makes poll_seq odd;
@@ -13,7 +13,7 @@
 // never for a task stuck for good, which is when the report matters most.
 //
 // # Ordering (no fences)
-// Worker: stores file, line and the name words with release, then poll_seq odd with
+// Worker: stores file, function, line and the name words with release, then poll_seq odd with
 // release (Worker::run). Watchdog (read()): loads poll_seq with acquire, the fields with
 // acquire, poll_seq again. A field value from the poll whose odd number it saw is visible
 // (release/acquire on poll_seq); a value from a later poll was stored, with release, after
@@ -53,7 +53,8 @@ public:
 
     /// What read() copies out.
     struct Copy {
-        const char* file = nullptr;  // static storage (a __builtin_FILE literal)
+        const char* file = nullptr;      // static storage (the compiler's, AwaitSite)
+        const char* function = nullptr;  // the same
         std::uint32_t line = 0;
         char name[kNameBytes + 1] = {};
     };
@@ -61,6 +62,7 @@ public:
     /// Owner worker, before it makes poll_seq odd: records the queue item `task` it resumes.
     void publish(void* task) noexcept {
         const char* file = nullptr;
+        const char* function = nullptr;
         std::uint32_t line = 0;
         std::string_view name;
         if (!is_runnable_item(task)) {
@@ -69,8 +71,9 @@ public:
             PromiseBase& p = std::coroutine_handle<PromiseBase>::from_address(task).promise();
             const AwaitTrace& t = p.trace_record();
             if (t.vt->state == nullptr) {  // suspended in an awaiter: the site it resumes at
-                file = t.file;
-                line = t.line;
+                file = t.site.file();
+                function = t.site.function();
+                line = t.site.line();
             }
 #endif
             name = task_name(task);
@@ -79,6 +82,7 @@ public:
         if (!name.empty()) std::memcpy(words, name.data(), name.size() < kNameBytes ? name.size() : kNameBytes);
         // Release, each: pairs with read()'s acquire load of the same field (see above).
         file_.store(file, std::memory_order_release);
+        function_.store(function, std::memory_order_release);
         line_.store(line, std::memory_order_release);
         for (std::size_t i = 0; i < kWords; ++i) name_[i].store(words[i], std::memory_order_release);
     }
@@ -90,6 +94,7 @@ public:
         if (poll_seq.load(std::memory_order_acquire) != seq) return false;
         // Acquire, each: pairs with publish()'s release store of the same field.
         out.file = file_.load(std::memory_order_acquire);
+        out.function = function_.load(std::memory_order_acquire);
         out.line = line_.load(std::memory_order_acquire);
         std::uint64_t words[kWords];
         for (std::size_t i = 0; i < kWords; ++i) words[i] = name_[i].load(std::memory_order_acquire);
@@ -125,6 +130,7 @@ private:
         return {};
     }
     std::atomic<const char*> file_{nullptr};
+    std::atomic<const char*> function_{nullptr};
     std::atomic<std::uint32_t> line_{0};
     std::atomic<std::uint64_t> name_[kWords] = {};
 };

@@ -164,7 +164,8 @@ private:
             t.state = trace.vt->state;
         } else {
             t.state = "suspended";
-            if (trace.file != nullptr) t.site = std::string(trim_path(trace.file)) + ":" + std::to_string(trace.line);
+            if (const char* file = trace.site.file())
+                t.site = std::string(trim_path(file)) + ":" + std::to_string(trace.site.line());
             t.waited = std::chrono::milliseconds(static_cast<std::uint32_t>(now_ms_ - trace.since_ms));
             if (trace.vt->describe != nullptr) {
                 cur_ = &t;

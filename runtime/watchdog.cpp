@@ -54,6 +54,7 @@ void Watchdog::report(std::size_t worker, std::uint64_t seq, std::int64_t runnin
     if (workers_[worker]->poll_site(seq, site)) {
         p.task_name = site.name;
         if (site.file != nullptr) p.file = site.file;
+        if (site.function != nullptr) p.function = site.function;
         p.line = site.line;
     }
     const auto& hook = config_.on_slow_poll;

@@ -181,6 +181,7 @@ struct Detail {
     int reports = 0;
     std::string name;
     std::string file;
+    std::string function;
     std::uint32_t line = 0;
     std::atomic<bool> arrived{false};  // set by the hook; the slow task spins on it
 };
@@ -206,6 +207,7 @@ RuntimeConfig detail_config(Detail& d) {
             ++d.reports;
             d.name = p.task_name;
             d.file = p.file;
+            d.function = p.function;
             d.line = p.line;
         }
         d.arrived.store(true, std::memory_order_release);  // pairs with the task's acquire load
@@ -232,9 +234,12 @@ TEST_CASE("on_slow_poll_detail names the task and its await site when task-dump 
     CHECK(d.name == "slowpoke");
     CHECK(d.file.ends_with("slow_poll_test.cpp"));
     CHECK(d.line == line);
+    // GCC's full signature, Clang's bare name: both name the coroutine.
+    CHECK(d.function.find("block_until_reported") != std::string::npos);
 #else
     CHECK(d.name.empty());
     CHECK(d.file.empty());
+    CHECK(d.function.empty());
     CHECK(d.line == 0);
     (void)line;
 #endif

@@ -118,8 +118,8 @@ TEST_CASE("a TaskGroup of connections blocked in reads: named members, their rea
             co_return co_await eddy::net::TcpStream::connect(a);
         }(address)));
 
-    const TaskDump d = dump_until(rt, [](const TaskDump& d) {
-        return count(d, [](const TaskDump::Task& t) { return contains(t.waits_on, "TcpStream::read fd"); }) == 3;
+    const TaskDump d = dump_until(rt, [](const TaskDump& seen) {
+        return count(seen, [](const TaskDump::Task& t) { return contains(t.waits_on, "TcpStream::read fd"); }) == 3;
     });
     INFO(d.to_text());
     CHECK(d.workers == 2);
@@ -152,7 +152,7 @@ TEST_CASE("a TaskGroup of connections blocked in reads: named members, their rea
 
     clients.clear();  // each read sees the end of its stream: the members and the group finish
     join(rt, std::move(server));
-    const TaskDump after = dump_until(rt, [](const TaskDump& d) { return d.roots.empty(); });
+    const TaskDump after = dump_until(rt, [](const TaskDump& seen) { return seen.roots.empty(); });
     CHECK(after.roots.empty());
     CHECK(after.tasks == 0);
 }
@@ -176,9 +176,9 @@ TEST_CASE("a when_any racing a sleep: both children, the read's descriptor, the 
             co_return r.index();
         }(rd),
         "racer");
-    const TaskDump d = dump_until(rt, [](const TaskDump& d) {
-        return find(d, [](const TaskDump::Task& t) { return contains(t.waits_on, "ms left"); }) != nullptr &&
-               find(d, [](const TaskDump::Task& t) { return contains(t.waits_on, "read fd"); }) != nullptr;
+    const TaskDump d = dump_until(rt, [](const TaskDump& seen) {
+        return find(seen, [](const TaskDump::Task& t) { return contains(t.waits_on, "ms left"); }) != nullptr &&
+               find(seen, [](const TaskDump::Task& t) { return contains(t.waits_on, "read fd"); }) != nullptr;
     });
     INFO(d.to_text());
     const TaskDump::Task* root = named(d, "racer");
@@ -210,8 +210,8 @@ TEST_CASE("with_timeout around a read: one wait naming the timer and the read") 
             co_return co_await eddy::with_timeout(in.read(buf), 60s);  // no frame of its own
         }(rd),
         "timed");
-    const TaskDump d = dump_until(rt, [](const TaskDump& d) {
-        return find(d, [](const TaskDump::Task& t) { return contains(t.waits_on, "with_timeout"); }) != nullptr;
+    const TaskDump d = dump_until(rt, [](const TaskDump& seen) {
+        return find(seen, [](const TaskDump::Task& t) { return contains(t.waits_on, "with_timeout"); }) != nullptr;
     });
     INFO(d.to_text());
     const TaskDump::Task* root = named(d, "timed");
@@ -247,8 +247,8 @@ TEST_CASE(
                               g.cancel();
                           }),
                           "draining");
-    const TaskDump d = dump_until(rt, [](const TaskDump& d) {
-        return count(d, [](const TaskDump::Task& t) { return contains(t.waits_on, "Event"); }) == 2;
+    const TaskDump d = dump_until(rt, [](const TaskDump& seen) {
+        return count(seen, [](const TaskDump::Task& t) { return contains(t.waits_on, "Event"); }) == 2;
     });
     INFO(d.to_text());
     const TaskDump::Task* g = find(d, [](const TaskDump::Task& t) { return contains(t.waits_on, "task_group"); });
@@ -395,8 +395,8 @@ TEST_CASE("names with quotes, backslashes and newlines stay on one line in the t
     Runtime rt(RuntimeConfig{.workers = 1});
     eddy::Event ev;
     auto h = rt.spawn([](eddy::Event& e) -> Task<void> { co_await e; }(ev), "a \"b\"\\c\nd");
-    const TaskDump d = dump_until(rt, [](const TaskDump& d) {
-        return find(d, [](const TaskDump::Task& t) { return t.state == "suspended"; }) != nullptr;
+    const TaskDump d = dump_until(rt, [](const TaskDump& seen) {
+        return find(seen, [](const TaskDump::Task& t) { return t.state == "suspended"; }) != nullptr;
     });
     const std::string text = d.to_text();
     INFO(text);

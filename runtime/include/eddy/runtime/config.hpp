@@ -68,6 +68,9 @@ struct SlowPoll {
     std::string_view task_name;           ///< the spawn name of the task it runs for (at most 64 bytes), else empty
     std::string_view file;                ///< the await site it resumed at: the co_await's file, else empty
     std::uint32_t line = 0;               ///< and line (0: unknown)
+    /// and the function it is in: GCC's full signature ("eddy::Task<void> serve(int)"),
+    /// Clang's bare name ("serve"); empty when the file is
+    std::string_view function;
 };
 
 
@@ -159,7 +162,7 @@ struct RuntimeConfig {
     std::function<void(std::size_t worker, std::chrono::nanoseconds running)> on_slow_poll{};
     /// The same report with the task, when set (on_slow_poll is then not called): a
     /// SlowPoll with the worker, the time so far, the resumed task's name and the await site
-    /// the poll resumed at. The name and site are filled only in builds with task-dump
+    /// (file, line, function) the poll resumed at. The name and site are filled only in builds with task-dump
     /// records (the meson option task_dump, EDDY_TASK_DUMP); elsewhere they are empty. The
     /// name is that of a named spawned task (or TaskGroup member) resumed by the poll itself;
     /// a poll that resumes a child the task awaits names no task (the child has no name),

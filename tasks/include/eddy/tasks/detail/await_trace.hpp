@@ -1,22 +1,30 @@
 // eddy/tasks/detail/await_trace.hpp: what a suspended task waits on, for Runtime::dump().
 //
 // Every `co_await` in a Task goes through the promise's await_transform, which wraps the
-// awaiter in a TracedAwaiter and records the expression's file and line (compiler builtins
-// in a default argument: the site of the co_await, not of this header). When the task really
-// suspends, the wrapper records in the promise which awaiter it waits on (with a type-erased
-// describer, AwaitVT) and when (a coarse clock). That is three stores per suspension and two
+// awaiter in a TracedAwaiter and records the expression's site (an AwaitSite, from a default
+// argument: the site of the co_await, not of this header). When the task really suspends,
+// the wrapper records in the promise which awaiter it waits on (with a type-erased
+// describer, AwaitVT) and when (a coarse clock). That is three stores per suspension and one
 // per co_await, into the task's own frame: no allocation, no atomic RMW, no clock read (the
 // coarse clock is a relaxed load of a word the reactor and waking workers refresh). The
 // wrapper holds the awaiter itself when operator co_await makes one (nothing added), and a
 // reference when the awaitable is its own awaiter (8 bytes beside that temporary).
 //
+// # The site: one pointer with GCC, three words with Clang 14
+// With GCC (12 and later: `__builtin_source_location`) the site is a std::source_location,
+// one pointer to a static constant the compiler makes per co_await (file, function, line,
+// column): one store. Clang 14 has no such builtin; there the site is the file, function
+// and line themselves (`__builtin_FILE()` and friends: three stores, two words more per
+// frame). The promise layout so differs by compiler, which is safe only if a program cannot
+// mix the two: <eddy/tasks/dump_config.hpp> records which the library was built with
+// (EDDY_TASK_DUMP_SOURCE_LOCATION), and this header refuses a compiler that disagrees.
+//
 // The awaiter is found as co_await finds it, with one difference: a non-member operator
 // co_await is looked up from here (eddy::detail) and by argument-dependent lookup, not from
 // the co_await's own scope; define it in the awaitable's namespace.
 //
-// All of it exists only with the meson option task_dump, off by default: these stores cost
-// 5-20 % on the scheduler benchmarks whose tasks do little between suspensions, and 32 bytes
-// per frame (README, "Task dumps", for the figures).
+// All of it exists only with the meson option task_dump (README, "Task dumps", for what it
+// costs: a few stores per suspension and 32 bytes per frame with GCC).
 //
 // Reading the record is safe only while no thread runs the task: Runtime::dump() stops every
 // worker between two polls (runtime/task_dump.cpp), so every frame it walks is suspended in
@@ -36,6 +44,7 @@
 #pragma once
 
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <coroutine>
 #include <cstdint>
@@ -48,6 +57,23 @@
 #endif
 
 #include <eddy/tasks/dump_config.hpp>
+
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_source_location)
+#define EDDY_DETAIL_HAS_SOURCE_LOCATION 1
+#endif
+#endif
+#ifndef EDDY_DETAIL_HAS_SOURCE_LOCATION
+#define EDDY_DETAIL_HAS_SOURCE_LOCATION 0
+#endif
+#if EDDY_TASK_DUMP && EDDY_DETAIL_HAS_SOURCE_LOCATION != EDDY_TASK_DUMP_SOURCE_LOCATION
+#error \
+    "eddy was configured with task_dump by a compiler whose await sites differ from this one's \
+(__builtin_source_location): build the program with the compiler that built eddy"
+#endif
+#if EDDY_DETAIL_HAS_SOURCE_LOCATION
+#include <source_location>
+#endif
 
 namespace eddy::detail {
 
@@ -141,14 +167,56 @@ inline void refresh_coarse_clock(std::chrono::steady_clock::time_point now) noex
     refresh_coarse_clock(std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
 }
 
+#if EDDY_DETAIL_HAS_SOURCE_LOCATION
+/// Where a co_await is (see "The site" at the top of this file): one pointer to the
+/// compiler's per-site constant, as `__builtin_source_location()` gives it. Passed to
+/// await_transform as that pointer, not as a std::source_location: GCC keeps a class-type
+/// argument of a co_await's await_transform in the frame (16 bytes), not a pointer.
+class AwaitSite {
+public:
+    AwaitSite() noexcept = default;
+    explicit AwaitSite(const void* builtin_location) noexcept : loc_(builtin_location) {}
+    /// The file as the compiler was given it; nullptr before the first co_await.
+    const char* file() const noexcept { return loc_ != nullptr ? location().file_name() : nullptr; }
+    /// The function (the compiler's full signature); nullptr before the first co_await.
+    const char* function() const noexcept { return loc_ != nullptr ? location().function_name() : nullptr; }
+    std::uint32_t line() const noexcept { return loc_ != nullptr ? location().line() : 0; }
+
+private:
+    // std::source_location is that one pointer (std::source_location::current() is made from it).
+    static_assert(sizeof(std::source_location) == sizeof(const void*));
+    std::source_location location() const noexcept { return std::bit_cast<std::source_location>(loc_); }
+
+    const void* loc_ = nullptr;
+};
+#else
+/// Where a co_await is (see "The site" at the top of this file): the compiler builtins'
+/// values, for compilers without __builtin_source_location (Clang 14).
+class AwaitSite {
+public:
+    AwaitSite() noexcept = default;
+    AwaitSite(const char* file, const char* function, std::uint32_t line) noexcept
+        : file_(file), function_(function), line_(line) {}
+    /// The file as the compiler was given it; nullptr before the first co_await.
+    const char* file() const noexcept { return file_; }
+    /// The function (its name); nullptr before the first co_await.
+    const char* function() const noexcept { return function_; }
+    std::uint32_t line() const noexcept { return line_; }
+
+private:
+    const char* file_ = nullptr;
+    const char* function_ = nullptr;
+    std::uint32_t line_ = 0;
+};
+#endif
+
 /// The record in every promise (see the top of this file). Written by the thread running
 /// the task; read by Runtime::dump() while that thread is paused.
 struct AwaitTrace {
-    const char* file = nullptr;        // the last co_await's file (await_transform)
+    AwaitSite site;                    // the last co_await's (await_transform)
     const AwaitVT* vt = &kNotStarted;  // what it waits on, or a sentinel
     const void* awaiter = nullptr;     // the awaiter (in the frame), while vt is not a sentinel
-    std::uint32_t line = 0;
-    std::uint32_t since_ms = 0;  // g_coarse_ms at the suspension
+    std::uint32_t since_ms = 0;        // g_coarse_ms at the suspension
 };
 
 /// The awaiter a co_await of `a` uses (its operator co_await's, or `a` itself).

@@ -77,11 +77,18 @@ public:
 #if EDDY_TASK_DUMP
     /// Every co_await: records its site, and wraps the awaiter so that a suspension records
     /// what it waits on (await_trace.hpp). The builtins in the default arguments name the
-    /// co_await expression (GCC and Clang evaluate them at the implicit call).
+    /// co_await expression (GCC and Clang evaluate them at the implicit call). Scalars only:
+    /// GCC keeps a class-type argument in the frame.
+#if EDDY_DETAIL_HAS_SOURCE_LOCATION
     template <class A>
-    auto await_transform(A&& a, const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
-        trace_.file = file;
-        trace_.line = line;
+    auto await_transform(A&& a, const void* site = __builtin_source_location()) {
+        trace_.site = AwaitSite(site);
+#else
+    template <class A>
+    auto await_transform(A&& a, const char* file = __builtin_FILE(), const char* function = __builtin_FUNCTION(),
+                         unsigned line = __builtin_LINE()) {
+        trace_.site = AwaitSite(file, function, line);
+#endif
         return TracedAwaiter(std::forward<A>(a));
     }
     /// The wrapper's and Runtime::dump()'s (while the task's worker is paused) access.
@@ -138,7 +145,7 @@ private:
     std::exception_ptr exception_;
     const TaskCancellation* stop_ = nullptr;
 #if EDDY_TASK_DUMP
-    AwaitTrace trace_;  // four words, measured: README "Task dumps"
+    AwaitTrace trace_;  // four words with GCC, measured: README "Task dumps"
 #endif
 };
 // Every frame pays for these bytes (and the header's): see the comment on link_ above.

@@ -83,6 +83,9 @@ bool SocketAwaiter::attempt() noexcept {
         case Op::kRecvMsg:
             n = ::recvmsg(fd, static_cast<msghdr*>(buf_), MSG_DONTWAIT);
             break;
+        case Op::kPeek:
+            n = ::recv(fd, buf_, len_, MSG_PEEK | MSG_DONTWAIT);
+            break;
         case Op::kSendMsg:
             n = ::sendmsg(fd, static_cast<const msghdr*>(buf_), MSG_DONTWAIT | MSG_NOSIGNAL);
             break;

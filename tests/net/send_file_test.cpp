@@ -1,8 +1,10 @@
-// tests/net/send_file_test.cpp: TcpStream::send_file (sendfile(2) on the readiness path):
-// a range of a file arrives byte for byte through small socket buffers (so the send waits
-// for room), the count is short only when the file ends first, the file position does not
-// move, a peer that went away is a std::system_error (EPIPE or ECONNRESET) and no SIGPIPE,
-// and a descriptor sendfile cannot read is EINVAL.
+// tests/net/send_file_test.cpp: what a server on TcpStream uses beside read and write.
+// send_file (sendfile(2) on the readiness path): a range of a file arrives byte for byte
+// through small socket buffers (so the send waits for room), the count is short only when
+// the file ends first, the file position does not move, a peer that went away is a
+// std::system_error (EPIPE or ECONNRESET) and no SIGPIPE, and a descriptor sendfile cannot
+// read is EINVAL. readable(): waits for bytes without taking them, gives 0 at the end of the
+// stream, ends with OperationCancelled on its token, and costs no reactor operation.
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -15,6 +17,9 @@
 #include <cstdint>
 #include <string>
 #include <system_error>
+#include <tuple>
+#include <array>
+#include <stop_token>
 #include <vector>
 
 #include <eddy/fs/file.hpp>
@@ -24,6 +29,8 @@
 #include <eddy/net/tcp_stream.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/when_all.hpp>
+#include <eddy/runtime/yield_now.hpp>
+#include <eddy/tasks/errors.hpp>
 #include <eddy/tasks/task.hpp>
 
 #include "support/net_helpers.hpp"
@@ -153,4 +160,73 @@ TEST_CASE("send_file from a descriptor sendfile cannot read is EINVAL") {
     Runtime rt(RuntimeConfig{.workers = 1});
     const std::error_code ec = run(rt, send_from(listener, f));
     CHECK(ec == std::errc::invalid_argument);
+}
+
+namespace {
+
+struct Readiness {
+    std::size_t waited = 9;  // readable() while the peer had not written yet
+    std::string read_after;  // what a read took after it: everything
+    bool cancelled = false;  // readable() on a quiet socket, its token stopped meanwhile
+    std::size_t at_end = 9;  // readable() after the peer's FIN
+    std::uint64_t ops_before = 0, ops_after = 0;
+};
+
+Task<void> write_later(TcpStream& s, std::string text) {
+    for (int i = 0; i < 3; ++i) co_await eddy::yield_now();
+    co_await s.write_all(text);
+}
+
+Task<std::size_t> wait_readable(TcpStream& s) { co_return co_await s.readable(); }
+
+Task<void> stop_later(std::stop_source& stop) {
+    for (int i = 0; i < 3; ++i) co_await eddy::yield_now();
+    stop.request_stop();
+}
+
+Task<bool> readable_until_stopped(TcpStream& s, std::stop_token token) {
+    try {
+        co_await s.readable(std::move(token));
+    } catch (const eddy::OperationCancelled&) {
+        co_return true;
+    }
+    co_return false;
+}
+
+Task<Readiness> readiness(Runtime& rt, TcpListener& listener) {
+    Connection c = co_await connect_pair(listener);
+    Readiness r;
+    r.ops_before = rt.metrics().reactor.operations;
+    r.waited = std::get<0>(co_await eddy::when_all(wait_readable(c.server), write_later(c.client, "ab")));
+    std::array<std::byte, 8> buf;
+    const std::size_t n = co_await c.server.read(buf);
+    r.read_after.assign(reinterpret_cast<const char*>(buf.data()), n);
+    // Twenty more waits that find the bytes there or wait for them: no operation each.
+    for (int i = 0; i < 20; ++i) {
+        co_await eddy::when_all(wait_readable(c.server), write_later(c.client, "x"));
+        (void)co_await c.server.read(buf);
+    }
+    r.ops_after = rt.metrics().reactor.operations;
+    std::stop_source stop;
+    r.cancelled =
+        std::get<0>(co_await eddy::when_all(readable_until_stopped(c.server, stop.get_token()), stop_later(stop)));
+    c.client.shutdown(TcpStream::Shutdown::kWrite);
+    r.at_end = co_await c.server.readable();
+    co_return r;
+}
+
+}  // namespace
+
+TEST_CASE("readable() waits for bytes without taking them, gives 0 at the end, and stops on its token") {
+    for (const std::size_t workers : {std::size_t{1}, std::size_t{2}}) {
+        CAPTURE(workers);
+        auto listener = TcpListener::bind(SocketAddr::loopback_v4(0));
+        Runtime rt(RuntimeConfig{.workers = workers});
+        const Readiness r = run(rt, readiness(rt, listener));
+        CHECK(r.waited == 1);
+        CHECK(r.read_after == "ab");
+        CHECK(r.ops_after == r.ops_before);  // the socket's own poll: no reactor operation per wait
+        CHECK(r.cancelled);
+        CHECK(r.at_end == 0);
+    }
 }

@@ -45,13 +45,14 @@ struct TcpStreamNames {
     static constexpr const char* kReadVectored = "eddy::net::TcpStream::read_vectored";
     static constexpr const char* kWriteVectored = "eddy::net::TcpStream::write_vectored";
     static constexpr const char* kSendFile = "eddy::net::TcpStream::send_file";
+    static constexpr const char* kReadable = "eddy::net::TcpStream::readable";
 };
 }  // namespace eddy::detail
 
 namespace eddy::net {
 
 /// A connected TCP socket (see the file comment). Move-only; closes on destruction.
-/// read, write, write_all, read_vectored, write_vectored and send_file come from its base (an
+/// read, write, write_all, read_vectored, write_vectored, readable and send_file come from its base (an
 /// io::AsyncStream): `co_await s.read(buf)` gives the bytes read, 0 at end of stream.
 class TcpStream : public eddy::detail::SocketStream<eddy::detail::TcpStreamNames> {
 public:
@@ -72,7 +73,7 @@ public:
     /// blocking, as connect()'s sockets are.
     static TcpStream from_fd(io::FileDescriptor fd);
 
-    // read, write, write_all, read_vectored, write_vectored, send_file: see eddy/net/detail/socket_stream.hpp
+    // read, write, write_all, read_vectored, write_vectored, readable, send_file: see eddy/net/detail/socket_stream.hpp
 
     /// Fills `buf` completely; std::system_error with ENODATA if the stream ends first.
     Task<void> read_exact(std::span<std::byte> buf);

@@ -38,6 +38,7 @@ struct UnixStreamNames {
     static constexpr const char* kReadVectored = "eddy::net::UnixStream::read_vectored";
     static constexpr const char* kWriteVectored = "eddy::net::UnixStream::write_vectored";
     static constexpr const char* kSendFile = "eddy::net::UnixStream::send_file";
+    static constexpr const char* kReadable = "eddy::net::UnixStream::readable";
 };
 }  // namespace eddy::detail
 
@@ -52,7 +53,7 @@ struct Credentials {
 };
 
 /// A connected Unix domain stream socket (see the file comment). Move-only; closes on
-/// destruction. read, write, write_all, read_vectored, write_vectored and send_file come from its base
+/// destruction. read, write, write_all, read_vectored, write_vectored, readable and send_file come from its base
 /// (an io::AsyncStream), as for TcpStream.
 class UnixStream : public eddy::detail::SocketStream<eddy::detail::UnixStreamNames> {
 public:
@@ -64,7 +65,7 @@ public:
     /// Adopts a connected Unix stream socket.
     explicit UnixStream(io::FileDescriptor fd) noexcept : SocketStream(std::move(fd)) {}
 
-    // read, write, write_all, read_vectored, write_vectored, send_file: see eddy/net/detail/socket_stream.hpp
+    // read, write, write_all, read_vectored, write_vectored, readable, send_file: see eddy/net/detail/socket_stream.hpp
 
     /// Which direction shutdown() ends.
     enum class Shutdown { kRead = 0, kWrite = 1, kBoth = 2 };

@@ -142,7 +142,9 @@ public:
     /// and gives `len`; kSendFile likewise from a file (sendfile(2)), and gives fewer only
     /// when the file ends first; the others give what one call did. kRecvMsg/kSendMsg are
     /// one recvmsg(2)/sendmsg(2) (vectored I/O, datagrams with addresses, ancillary data).
-    enum class Op : std::uint8_t { kRecv, kSend, kSendAll, kAccept, kRecvMsg, kSendMsg, kSendFile };
+    /// kPeek is a recv(2) of `len` bytes with MSG_PEEK: it waits until a read would not
+    /// (bytes are there, or the end of the stream) and takes nothing.
+    enum class Op : std::uint8_t { kRecv, kSend, kSendAll, kAccept, kRecvMsg, kSendMsg, kSendFile, kPeek };
 
     /// kRecv/kSend/kSendAll: `buf`, `len`. kAccept: `buf` a sockaddr* (or null), `addrlen`
     /// its length. kRecvMsg/kSendMsg: `buf` a msghdr* (its buffers, name and control live
@@ -206,6 +208,7 @@ private:
         switch (op) {
         case Op::kRecv:
         case Op::kRecvMsg:
+        case Op::kPeek:
             return 0;
         case Op::kSend:
         case Op::kSendMsg:
@@ -272,6 +275,20 @@ public:
 
 private:
     FileRange range_;
+};
+
+/// A wait until a stream socket has something to read (SocketStream::readable): a peek at one
+/// byte, kept in the awaiter, where the operation's buffer pointer points.
+class ReadableAwaiter : public SocketAwaiter {
+public:
+    ReadableAwaiter(SocketIo& io, const char* what, std::stop_token token) noexcept
+        : SocketAwaiter(io, Op::kPeek, &byte_, 1, what, std::move(token)) {}
+    /// Movable until first awaited (SocketAwaiter asserts it); the peek lands in the new
+    /// object's byte.
+    ReadableAwaiter(ReadableAwaiter&& o) noexcept : SocketAwaiter(std::move(o), &byte_) {}
+
+private:
+    std::byte byte_{};
 };
 
 /// One recvmsg/sendmsg over an iovec array (TcpStream::read_vectored, write_vectored): the

@@ -49,6 +49,14 @@ public:
         return VectoredAwaiter(io_, true, bufs.data(), bufs.size(), Names::kWriteVectored, std::move(token));
     }
 
+    /// Waits until a read would not wait, and reads nothing: gives 1 when bytes are there, 0
+    /// at the end of the stream. Through the socket's readiness, like read: tried on the
+    /// worker (a recv with MSG_PEEK), then waiting on the socket's poll. For a server that
+    /// waits for a connection's next request with a stop token of its own (a drain), before
+    /// it commits a buffer to the read.
+    [[nodiscard]] ReadableAwaiter readable(std::stop_token token = {}) noexcept {
+        return ReadableAwaiter(io_, Names::kReadable, std::move(token));
+    }
     /// Sends `count` bytes of `file` from `offset` with sendfile(2): the kernel copies from
     /// the page cache into the socket, with no buffer in user space, waiting whenever the
     /// socket buffer is full. Gives the count sent, which is less than `count` only when

@@ -73,8 +73,9 @@ Options parse(int argc, char** argv) {
         else if (flag == "--active") o.active = static_cast<std::size_t>(v);
         else if (flag == "--size") o.size = static_cast<std::size_t>(v);
         else if (flag == "--secs") o.secs = v;
-        else die("unknown flag %s (usage: idle_load --port P --pid PID [--conns N] [--active A] [--secs S] [--size B])",
-                 flag.c_str());
+        else
+            die("unknown flag %s (usage: idle_load --port P --pid PID [--conns N] [--active A] [--secs S] [--size B])",
+                flag.c_str());
     }
     if (o.port <= 0 || o.port > 65535 || o.pid <= 0 || o.conns == 0 || o.size == 0 || o.active == 0 ||
         o.active > o.conns)
@@ -207,8 +208,7 @@ int main(int argc, char** argv) {
             const ssize_t r = ::recv(a.fd, buf.data(), o.size - a.got, MSG_DONTWAIT);
             if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
             if (r <= 0) die("recv: %s", r < 0 ? std::strerror(errno) : "the server closed an active connection");
-            if (std::memcmp(buf.data(), message.data() + a.got, static_cast<std::size_t>(r)) != 0)
-                die("a wrong echo");
+            if (std::memcmp(buf.data(), message.data() + a.got, static_cast<std::size_t>(r)) != 0) die("a wrong echo");
             a.got += static_cast<std::size_t>(r);
             if (a.got < o.size) continue;
             const auto now = Clock::now();

@@ -152,7 +152,7 @@ bool SocketAwaiter::suspend(std::coroutine_handle<> h, const TaskCancellation* s
         return wait_with_deadline(deadline, task);
     // Registered before queuing: a cancel either finds us queued or marks us so that we do
     // not queue (PollState::queue checks under its lock). A callback may run right here.
-    if (token_.stop_possible()) own_cancel_.emplace(token_, CancelWait{this});
+    if (token_.stop_possible()) own_cancel_ = new std::stop_callback<CancelWait>(token_, CancelWait{this});
     if (task != nullptr) task_cancel_.emplace(*task, CancelWait{this});
     if (try_again) return !settle_or_wait();
     switch (s->queue(this, d, seen)) {
@@ -208,7 +208,7 @@ std::size_t SocketAwaiter::await_resume() {
 void SocketAwaiter::finish() noexcept {
     // The callbacks first: their destructors wait for a cancel running on another thread,
     // which uses the state.
-    own_cancel_.reset();
+    delete std::exchange(own_cancel_, nullptr);
     task_cancel_.reset();
     end_deadline_wait(deadline_wait_);  // its callbacks likewise; before the state goes
     deadline_wait_ = nullptr;

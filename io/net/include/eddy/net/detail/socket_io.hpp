@@ -62,7 +62,6 @@
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <stop_token>
 #include <utility>
 
@@ -152,8 +151,10 @@ public:
     /// unused. kSendFile: `buf` a FileRange*, `len` the bytes to send.
     SocketAwaiter(SocketIo& io, Op op, void* buf, std::size_t len, const char* what, std::stop_token token = {},
                   socklen_t* addrlen = nullptr) noexcept
-        : PollWaiter(&SocketAwaiter::retry, dir_of(op), closed_result(op)), io_(&io), buf_(buf), len_(len),
-          addrlen_(addrlen), what_(what), op_(op), token_(std::move(token)) {}
+        : PollWaiter(&SocketAwaiter::retry, dir_of(op), closed_result(op)), io_(&io), buf_(buf), len_(len), what_(what),
+          op_(op), token_(std::move(token)) {
+        if (op == Op::kAccept) addrlen_ = addrlen;
+    }
     /// Movable until first awaited, like a Rust future before its first poll: the operation
     /// and the token go along; `o` never tried nor waited, so its destructor does nothing.
     SocketAwaiter(SocketAwaiter&& o) noexcept : SocketAwaiter(std::move(o), o.buf_) {}
@@ -184,9 +185,10 @@ protected:
     /// VectoredAwaiter's msghdr) is found at its new place.
     SocketAwaiter(SocketAwaiter&& o, void* buf) noexcept
         : PollWaiter(&SocketAwaiter::retry, o.dir_, o.closed_result_), io_(o.io_), buf_(buf), len_(o.len_),
-          addrlen_(o.addrlen_), what_(o.what_), op_(o.op_), token_(std::move(o.token_)) {
+          what_(o.what_), op_(o.op_), token_(std::move(o.token_)) {
         assert(!o.tried_ && !o.frame_ && o.result_ == 0 && !o.delivered_ &&
                "eddy: a socket awaiter moved after it was awaited");
+        if (op_ == Op::kAccept) addrlen_ = o.addrlen_;
     }
 
 private:
@@ -240,8 +242,10 @@ private:
     SocketIo* io_;
     void* buf_;
     std::size_t len_;
-    std::size_t done_ = 0;  // kSendAll, kSendFile: bytes sent so far
-    socklen_t* addrlen_;
+    union {
+        std::size_t done_ = 0;  // kSendAll, kSendFile: bytes sent so far
+        socklen_t* addrlen_;    // kAccept
+    };
     const char* what_;
     PollState* state_ = nullptr;  // set by the first wait: holds a reference
     // The PollWaiter base: home_ (set by the first wait: the reactor of the runtime this
@@ -251,10 +255,19 @@ private:
     bool tried_ = false;      // an attempt ran (result_ is meaningful)
     bool delivered_ = false;  // await_resume took the result
     std::stop_token token_;
-    // Destroyed first: a callback's destructor waits for a cancel running on another thread.
-    std::optional<std::stop_callback<CancelWait>> own_cancel_;
+    // The call's token's callback, made only when the operation waits with a token that can
+    // stop: a std::stop_callback is 56 bytes, and every awaiter of every frame that reads or
+    // writes would carry them, tokens or not (an idle connection's frame holds two awaiters).
+    // Owned; finish() deletes it before anything else: its destructor waits for a cancel
+    // running on another thread.
+    std::stop_callback<CancelWait>* own_cancel_ = nullptr;
     StopCallback<CancelWait> task_cancel_;
 };
+
+// A frame holds one awaiter per `co_await` on a socket (neither g++ nor clang lets two share
+// their bytes), and an echo loop's frame holds two for each of its connections, idle or not:
+// measure benchmarks/idle_load before letting this grow.
+static_assert(sizeof(SocketAwaiter) <= 176, "SocketAwaiter grew: every frame that reads or writes a socket pays");
 
 /// Where a kSendFile operation takes its bytes: a file's descriptor and the first offset.
 struct FileRange {

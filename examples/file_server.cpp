@@ -153,13 +153,7 @@ eddy::Task<void> answer(eddy::net::TcpStream& s, eddy::io::BufWriter<eddy::net::
     if (head || o.size == 0) co_return;
     if (o.size <= kInlineBody) {
         body.resize(o.size);
-        std::size_t got = 0;
-        while (got < o.size) {
-            const std::size_t n = co_await o.file->read_at(std::span(body).subspan(got), got);
-            if (n == 0) break;
-            got += n;
-        }
-        if (got < o.size) throw std::runtime_error("file_server: " + where.path + " shrank while being read");
+        co_await o.file->read_exact_at(body, 0);  // io::UnexpectedEof if it shrank meanwhile
         co_await out.write_all(std::span<const std::byte>(body));
         co_return;
     }

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <string>
 
 namespace eddy::fs {
 
@@ -28,6 +29,16 @@ Task<void> File::write_all_at(std::span<const std::byte> data, std::uint64_t off
         const std::size_t n = co_await write_at(data, offset);
         data = data.subspan(n);
         offset += n;
+    }
+}
+
+Task<void> File::read_exact_at(std::span<std::byte> buf, std::uint64_t offset) {
+    for (std::size_t got = 0; got < buf.size();) {
+        const std::size_t n = co_await read_at(buf.subspan(got), offset + got);
+        if (n == 0)
+            throw io::UnexpectedEof("eddy::fs::File::read_exact_at: the file ended after " + std::to_string(got) +
+                                    " of " + std::to_string(buf.size()) + " bytes");
+        got += n;
     }
 }
 

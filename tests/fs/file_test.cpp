@@ -1,5 +1,6 @@
 // tests/fs/file_test.cpp: fs::File on temporary files: open with flags and mode, read_at and
 // write_at at offsets (holes read as zeros, reads at or past the end give 0), write_all_at,
+// read_exact_at (io::UnexpectedEof when the file ends first),
 // size, fsync, close, and the errors (ENOENT, EEXIST, EISDIR, EBADF, EINVAL); a read-only
 // open of a cached path done on the worker, and a FIFO that still waits off it.
 //
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstring>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -152,7 +154,8 @@ TEST_CASE("write_at and read_at at offsets; a hole reads as zeros; at or past th
 
 namespace {
 
-/// Writes `payload` at `offset` with write_all_at, fsyncs, and reads the file back whole.
+/// Writes `payload` at `offset` with write_all_at, fsyncs, and reads the file back whole
+/// with read_exact_at.
 Task<std::vector<std::byte>> write_all_then_read(std::string path, const std::vector<std::byte>& payload,
                                                  std::uint64_t offset) {
     {
@@ -163,13 +166,7 @@ Task<std::vector<std::byte>> write_all_then_read(std::string path, const std::ve
     }
     File in = co_await File::open(path);
     std::vector<std::byte> back(in.size());
-    std::size_t got = 0;
-    while (got < back.size()) {
-        const std::size_t n = co_await in.read_at(std::span(back).subspan(got), got);
-        if (n == 0) break;
-        got += n;
-    }
-    back.resize(got);
+    co_await in.read_exact_at(back, 0);
     co_return back;
 }
 
@@ -192,6 +189,9 @@ namespace {
 struct Misuse {
     std::error_code missing, missing_dir, dir_for_writing, read_dir, write_read_only, fsync_pipe;
     std::error_code after_close_read, after_close_write, after_close_fsync, after_close_size;
+    std::error_code exact_past_end;
+    std::string exact_past_end_what;
+    std::array<std::byte, 4> exact_tail{};
     int handle_after_close = 0;
 };
 
@@ -217,6 +217,17 @@ Task<Misuse> misuse(std::string dir, std::string existing) {
         File pipe_file(std::move(p.read_end));  // adopts the descriptor
         m.fsync_pipe = co_await error_of(pipe_file.fsync());
     }
+    {
+        File in = co_await File::open(existing);  // "content": 7 bytes
+        try {
+            std::array<std::byte, 6> buf;
+            co_await in.read_exact_at(buf, 3);  // 4 bytes are there
+        } catch (const eddy::io::UnexpectedEof& e) {
+            m.exact_past_end = e.code();
+            m.exact_past_end_what = e.what();
+        }
+        co_await in.read_exact_at(m.exact_tail, 3);  // exactly to the end: fine
+    }
     File f = co_await File::open(existing, O_RDWR);
     f.close();
     m.handle_after_close = f.native_handle();
@@ -235,7 +246,7 @@ Task<Misuse> misuse(std::string dir, std::string existing) {
 
 }  // namespace
 
-TEST_CASE("file errors: ENOENT, EISDIR, EBADF (wrong mode, closed), EINVAL (fsync of a pipe)") {
+TEST_CASE("file errors: ENOENT, EISDIR, EBADF (wrong mode, closed), EINVAL (fsync of a pipe), ENODATA") {
     TempDir dir;
     const std::string existing = dir.file("existing");
     Runtime rt(RuntimeConfig{.workers = 1});
@@ -252,6 +263,9 @@ TEST_CASE("file errors: ENOENT, EISDIR, EBADF (wrong mode, closed), EINVAL (fsyn
     CHECK(m.after_close_write == std::errc::bad_file_descriptor);
     CHECK(m.after_close_fsync == std::errc::bad_file_descriptor);
     CHECK(m.after_close_size == std::errc::bad_file_descriptor);
+    CHECK(m.exact_past_end == std::errc::no_message_available);  // ENODATA
+    CHECK(m.exact_past_end_what.find("ended after 4 of 6 bytes") != std::string::npos);
+    CHECK(std::memcmp(m.exact_tail.data(), "tent", 4) == 0);
 }
 
 namespace {

@@ -3,6 +3,7 @@
 //!     auto f = co_await eddy::fs::File::open("data.bin");                      // O_RDONLY
 //!     auto out = co_await eddy::fs::File::open("out.bin", O_WRONLY | O_CREAT | O_TRUNC, 0644);
 //!     std::size_t n = co_await f.read_at(buf, offset);     // 0 at end of file
+//!     co_await f.read_exact_at(header, 0);                 // all of it, or io::UnexpectedEof
 //!     co_await out.write_at(bytes, 0);  co_await out.fsync();  out.close();
 //!     std::size_t m = co_await f.read(buf);                // at the file position (a stream)
 //!
@@ -11,7 +12,8 @@
 //! A read first tries preadv2(RWF_NOWAIT) on the worker: what the page cache holds is copied
 //! at once, without a trip through the reactor. Everything else (a cache miss, opening,
 //! writing, fsync) goes through io_uring and never blocks an eddy worker.
-//! Errors are std::system_error carrying the errno (ENOENT, EACCES, EISDIR, ...).
+//! Errors are std::system_error carrying the errno (ENOENT, EACCES, EISDIR, ...);
+//! read_exact_at's io::UnexpectedEof is one with ENODATA.
 //! O_CLOEXEC is always added. The file closes on destruction; close() reports errors.
 //! @file
 #pragma once
@@ -28,6 +30,7 @@
 #include <eddy/io/detail/io_awaiter.hpp>
 #include <eddy/fs/metadata.hpp>
 #include <eddy/io/file_descriptor.hpp>
+#include <eddy/io/stream_errors.hpp>
 #include <eddy/tasks/task.hpp>
 
 namespace eddy::fs {
@@ -80,6 +83,9 @@ public:
     Task<void> set_len(std::uint64_t size);
     /// Writes all of `data` at `offset`.
     Task<void> write_all_at(std::span<const std::byte> data, std::uint64_t offset);
+    /// Fills all of `buf` from `offset`, reading again after a short read; io::UnexpectedEof
+    /// (a std::system_error with ENODATA) when the file ends first.
+    Task<void> read_exact_at(std::span<std::byte> buf, std::uint64_t offset);
     /// Flushes the file's data and metadata to the device.
     Task<void> fsync();
     /// The file's size in bytes (fstat; std::system_error on failure).

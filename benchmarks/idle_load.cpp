@@ -5,8 +5,12 @@
 //
 // 1. Reads the server's VmRSS (/proc/PID/status), then opens --conns connections to
 //    127.0.0.1:P. Each sends one --size message and reads its echo, so the server holds
-//    whatever it keeps per connection after a first request. Reads VmRSS again: the growth
-//    per connection is `rss_per_conn` (bytes; the kernel's socket buffers are not in it).
+//    whatever it keeps per connection after a first request. Reads VmRSS again after the
+//    first tenth of them and after the last: the growth over the other nine tenths, per
+//    connection, is `rss_per_conn` (bytes; the kernel's socket buffers are not in it). What a
+//    server touches once, whatever the number of connections (a thread's first malloc arena,
+//    a worker's first 2 MiB huge page of frames), falls in the first tenth: it is in
+//    `rss_growth_per_conn`, the growth over all of them from the first reading.
 // 2. The first --active connections then run closed-loop round trips (send --size bytes,
 //    wait for the whole echo, check it) for --secs seconds while the others stay open and
 //    silent. Reports their round trips/s, p50 and p99, and the server's CPU per round trip
@@ -14,7 +18,7 @@
 //
 // Prints one line:
 //     bench=idle_conns conns=N active=A ops=.. secs=.. rate=.. p50_us=.. p99_us=..
-//     rss_per_conn=.. cpu_us_per_rt=..
+//     rss_per_conn=.. rss_growth_per_conn=.. cpu_us_per_rt=..
 // Raises its soft RLIMIT_NOFILE to the hard limit first, and exits 1 with a message saying
 // what is missing when the limit is below --conns + 64; also on a refused connection, an
 // end of stream or a wrong echo.
@@ -176,7 +180,12 @@ int main(int argc, char** argv) {
     const long long rss_before = rss_bytes(o.pid);
     std::vector<int> fds;
     fds.reserve(o.conns);
-    for (std::size_t i = 0; i < o.conns; ++i) fds.push_back(open_connection(o.port, message));
+    const std::size_t warm = std::max<std::size_t>(o.conns / 10, 1);
+    long long rss_warm = rss_before;
+    for (std::size_t i = 0; i < o.conns; ++i) {
+        fds.push_back(open_connection(o.port, message));
+        if (i + 1 == warm) rss_warm = rss_bytes(o.pid);
+    }
     const long long rss_after = rss_bytes(o.pid);
 
     const int ep = ::epoll_create1(EPOLL_CLOEXEC);
@@ -228,8 +237,9 @@ int main(int argc, char** argv) {
     const std::size_t ops = latencies_us.size();
     std::printf(
         "bench=idle_conns conns=%zu active=%zu ops=%zu secs=%.4f rate=%.0f p50_us=%.1f p99_us=%.1f "
-        "rss_per_conn=%.0f cpu_us_per_rt=%.2f\n",
+        "rss_per_conn=%.0f rss_growth_per_conn=%.0f cpu_us_per_rt=%.2f\n",
         o.conns, o.active, ops, secs, static_cast<double>(ops) / secs, pct(0.50), pct(0.99),
+        o.conns > warm ? static_cast<double>(rss_after - rss_warm) / static_cast<double>(o.conns - warm) : 0.0,
         static_cast<double>(rss_after - rss_before) / static_cast<double>(o.conns),
         (cpu1 - cpu0) * 1e6 / static_cast<double>(ops));
     for (int fd : fds) ::close(fd);

@@ -153,7 +153,7 @@ bool SocketAwaiter::suspend(std::coroutine_handle<> h, const TaskCancellation* s
     // Registered before queuing: a cancel either finds us queued or marks us so that we do
     // not queue (PollState::queue checks under its lock). A callback may run right here.
     if (token_.stop_possible()) own_cancel_ = new std::stop_callback<CancelWait>(token_, CancelWait{this});
-    if (task != nullptr) task_cancel_.emplace(*task, CancelWait{this});
+    if (task != nullptr) attach(*task);
     if (try_again) return !settle_or_wait();
     switch (s->queue(this, d, seen)) {
     case PollState::Queue::kQueued:
@@ -199,6 +199,11 @@ void SocketAwaiter::retry(Runnable* r) noexcept {
 
 void SocketAwaiter::CancelWait::operator()() const noexcept { self->state_->cancel(self); }
 
+void SocketAwaiter::task_stopped(StopRegistration* r) noexcept {
+    auto* self = static_cast<SocketAwaiter*>(r);
+    self->state_->cancel(self);
+}
+
 std::size_t SocketAwaiter::await_resume() {
     delivered_ = true;
     if (result_ < 0) throw_io_error(static_cast<int>(result_), what_);
@@ -209,7 +214,7 @@ void SocketAwaiter::finish() noexcept {
     // The callbacks first: their destructors wait for a cancel running on another thread,
     // which uses the state.
     delete std::exchange(own_cancel_, nullptr);
-    task_cancel_.reset();
+    StopRegistration::reset();
     end_deadline_wait(deadline_wait_);  // its callbacks likewise; before the state goes
     deadline_wait_ = nullptr;
     if (state_ != nullptr) {

@@ -132,7 +132,7 @@ private:
 /// The awaiter of one socket operation. `co_await` gives the count (recv, send) or the new
 /// descriptor (accept); errors throw std::system_error with the errno, cancellation
 /// eddy::OperationCancelled. Movable until first awaited, never after.
-class SocketAwaiter : private PollWaiter {
+class SocketAwaiter : private PollWaiter, private StopRegistration {
 public:
     /// Points into the caller's socket and buffer: awaited in place, never spawned
     /// (eddy/tasks/awaitable.hpp).
@@ -151,8 +151,9 @@ public:
     /// unused. kSendFile: `buf` a FileRange*, `len` the bytes to send.
     SocketAwaiter(SocketIo& io, Op op, void* buf, std::size_t len, const char* what, std::stop_token token = {},
                   socklen_t* addrlen = nullptr) noexcept
-        : PollWaiter(&SocketAwaiter::retry, dir_of(op), closed_result(op)), io_(&io), buf_(buf), len_(len), what_(what),
-          op_(op), token_(std::move(token)) {
+        : PollWaiter(&SocketAwaiter::retry, dir_of(op), closed_result(op)),
+          StopRegistration(&SocketAwaiter::task_stopped), io_(&io), buf_(buf), len_(len), what_(what), op_(op),
+          token_(std::move(token)) {
         if (op == Op::kAccept) addrlen_ = addrlen;
     }
     /// Movable until first awaited, like a Rust future before its first poll: the operation
@@ -184,8 +185,8 @@ protected:
     /// The move, with `buf` for the new object: a buffer inside the awaiter itself (a
     /// VectoredAwaiter's msghdr) is found at its new place.
     SocketAwaiter(SocketAwaiter&& o, void* buf) noexcept
-        : PollWaiter(&SocketAwaiter::retry, o.dir_, o.closed_result_), io_(o.io_), buf_(buf), len_(o.len_),
-          what_(o.what_), op_(o.op_), token_(std::move(o.token_)) {
+        : PollWaiter(&SocketAwaiter::retry, o.dir_, o.closed_result_), StopRegistration(&SocketAwaiter::task_stopped),
+          io_(o.io_), buf_(buf), len_(o.len_), what_(o.what_), op_(o.op_), token_(std::move(o.token_)) {
         assert(!o.tried_ && !o.frame_ && o.result_ == 0 && !o.delivered_ &&
                "eddy: a socket awaiter moved after it was awaited");
         if (op_ == Op::kAccept) addrlen_ = o.addrlen_;
@@ -232,6 +233,8 @@ private:
     /// false: queued, and the caller must touch nothing of this awaiter any more.
     bool settle_or_wait() noexcept;
     static void retry(Runnable* r) noexcept;
+    /// The task's cancellation (the StopRegistration base, registered while the operation waits).
+    static void task_stopped(StopRegistration* r) noexcept;
     /// A read or a write that moved less than asked (kSendAll never settles short). Not for
     /// the message operations: a short datagram says nothing about what else is queued.
     bool short_transfer() const noexcept {
@@ -261,13 +264,13 @@ private:
     // Owned; finish() deletes it before anything else: its destructor waits for a cancel
     // running on another thread.
     std::stop_callback<CancelWait>* own_cancel_ = nullptr;
-    StopCallback<CancelWait> task_cancel_;
+    // The task's cancellation is the StopRegistration base: no pointer back to this awaiter.
 };
 
 // A frame holds one awaiter per `co_await` on a socket (neither g++ nor clang lets two share
 // their bytes), and an echo loop's frame holds two for each of its connections, idle or not:
 // measure benchmarks/idle_load before letting this grow.
-static_assert(sizeof(SocketAwaiter) <= 176, "SocketAwaiter grew: every frame that reads or writes a socket pays");
+static_assert(sizeof(SocketAwaiter) <= 168, "SocketAwaiter grew: every frame that reads or writes a socket pays");
 
 /// Where a kSendFile operation takes its bytes: a file's descriptor and the first offset.
 struct FileRange {

@@ -99,7 +99,7 @@ PollState::Queue PollState::queue(PollWaiter* w, Dir d, std::uint32_t seen) noex
     Reactor* const target = reactor_;
     lock_.unlock();
     // `w` may be woken and gone from here on; the state lives on (the node's reference).
-    if (arm) target->post_any(arm_node);
+    if (arm) target->post_any(arm_node());
     return Queue::kQueued;
 }
 
@@ -140,14 +140,14 @@ void PollState::close() noexcept {
     // its inbox sees the node.
     Reactor* const bound = reactor_;
     const bool post_now = cancel && bound != here;
-    if (post_now) bound->post(cancel_node);
+    if (post_now) bound->post(cancel_node());
     lock_.unlock();
     while (woken != nullptr) {
         PollWaiter* next = woken->next_;
         schedule_runnable_on(&here->host().scheduler(), woken);  // the retry sees the socket shut down
         woken = next;
     }
-    if (cancel && !post_now) bound->post(cancel_node);
+    if (cancel && !post_now) bound->post(cancel_node());
     release();  // the socket's reference
 }
 

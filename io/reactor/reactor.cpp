@@ -191,10 +191,10 @@ void Reactor::handle_node(ReactorNode* node) {
         return;
     }
     case ReactorNode::Kind::kPollArm:
-        arm_poll(static_cast<PollNode*>(node)->state);
+        arm_poll(PollState::of(node));
         return;
     case ReactorNode::Kind::kPollCancel:
-        cancel_poll(static_cast<PollNode*>(node)->state);
+        cancel_poll(PollState::of(node));
         return;
     }
 }
@@ -210,16 +210,16 @@ void Reactor::arm_poll(PollState* s) {
     if (multishot_poll_) sqe->len |= IORING_POLL_ADD_MULTI;
     io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uintptr_t>(s) | kStateBit);
     ++pending_cqes_;
-    s->in_kernel = true;
-    s->prev_armed = nullptr;
-    s->next_armed = armed_;
-    if (armed_ != nullptr) armed_->prev_armed = s;
+    s->in_kernel_ = true;
+    s->prev_armed_ = nullptr;
+    s->next_armed_ = armed_;
+    if (armed_ != nullptr) armed_->prev_armed_ = s;
     armed_ = s;
     ++polled_;
 }
 
 void Reactor::cancel_poll(PollState* s) {
-    if (s->in_kernel) {
+    if (s->in_kernel_) {
         io_uring_sqe* sqe = next_sqe();
         io_uring_prep_cancel64(sqe, reinterpret_cast<std::uintptr_t>(s) | kStateBit, 0);
         io_uring_sqe_set_data64(sqe, kIgnoreTag);
@@ -230,10 +230,10 @@ void Reactor::cancel_poll(PollState* s) {
 
 void Reactor::poll_event(PollState* s, std::int32_t res, bool more) {
     if (!more) {
-        s->in_kernel = false;
-        (s->prev_armed != nullptr ? s->prev_armed->next_armed : armed_) = s->next_armed;
-        if (s->next_armed != nullptr) s->next_armed->prev_armed = s->prev_armed;
-        s->prev_armed = s->next_armed = nullptr;
+        s->in_kernel_ = false;
+        (s->prev_armed_ != nullptr ? s->prev_armed_->next_armed_ : armed_) = s->next_armed_;
+        if (s->next_armed_ != nullptr) s->next_armed_->prev_armed_ = s->prev_armed_;
+        s->prev_armed_ = s->next_armed_ = nullptr;
         --polled_;
         if (res == -EINVAL && multishot_poll_) {
             // A kernel without multishot polls (before 5.13): from now on one-shot polls,

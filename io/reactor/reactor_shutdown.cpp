@@ -33,7 +33,7 @@ void Reactor::drop_inbox() noexcept {
     for (ReactorNode* n = inbox_.exchange(nullptr, std::memory_order_acquire); n != nullptr;) {
         ReactorNode* next = n->next;
         if (n->kind == ReactorNode::Kind::kPollArm || n->kind == ReactorNode::Kind::kPollCancel) {
-            PollState* s = static_cast<PollNode*>(n)->state;
+            PollState* s = PollState::of(n);
             // An arm request: wakes the waiters of other runtimes (poll_state.hpp, "Runtimes").
             if (n->kind == ReactorNode::Kind::kPollArm) s->disarm_for_shutdown(this);
             s->release();  // the node's reference
@@ -56,7 +56,7 @@ void Reactor::drain_for_shutdown() noexcept try {
     for (Operation* op = in_flight_; op != nullptr; op = op->next_in_flight)
         if (op->stage == Operation::Stage::kInFlight || op->stage == Operation::Stage::kPolling) held.push_back(op);
     std::vector<PollState*> polls;
-    for (PollState* s = armed_; s != nullptr; s = s->next_armed) polls.push_back(s);
+    for (PollState* s = armed_; s != nullptr; s = s->next_armed_) polls.push_back(s);
     for (Operation* op : held) start_cancel(op);
     for (PollState* s : polls) {
         io_uring_sqe* sqe = next_sqe();

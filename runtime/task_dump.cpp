@@ -226,23 +226,35 @@ TaskDump partial_dump(Scheduler& sched, std::vector<std::size_t> busy) {
 
 TaskDump dump_scheduler(Scheduler& sched, bool from_worker, std::chrono::nanoseconds patience) {
     const std::size_t self = from_worker ? current_worker()->index() : 0;
+    const auto asked = std::chrono::steady_clock::now();
     WorkerPause::Outcome paused = sched.pause().pause(from_worker ? &self : nullptr, patience);
     if (!paused.ok) throw RuntimeStopped("eddy: task dump of a runtime that is shutting down");
-    if (!paused.busy.empty()) return partial_dump(sched, std::move(paused.busy));
+    if (!paused.busy.empty()) {
+        const auto gave_up = std::chrono::steady_clock::now();  // the others were let go
+        TaskDump dump = partial_dump(sched, std::move(paused.busy));
+        dump.paused = gave_up - asked;
+        return dump;
+    }
     struct Resume {
         Scheduler& s;
         ~Resume() {
             s.pause().resume();
             s.notify_parked();  // the global queue's items were taken out and put back
         }
-    } resume{sched};
-    const auto now = std::chrono::steady_clock::now();
-    refresh_coarse_clock(now);
-    // Deadlines (sleeps, timeouts) are on the runtime's clock, virtual under a paused one;
-    // how long a task has waited is real time.
-    const auto clock_now = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(sched.clock().now_ns()));
-    Walker walker(sched, clock_now, coarse_ms_of(now));
-    return walker.run(sched.registry().snapshot());
+    };
+    TaskDump dump;
+    {
+        Resume resume{sched};
+        const auto now = std::chrono::steady_clock::now();
+        refresh_coarse_clock(now);
+        // Deadlines (sleeps, timeouts) are on the runtime's clock, virtual under a paused one;
+        // how long a task has waited is real time.
+        const auto clock_now = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(sched.clock().now_ns()));
+        Walker walker(sched, clock_now, coarse_ms_of(now));
+        dump = walker.run(sched.registry().snapshot());
+    }
+    dump.paused = std::chrono::steady_clock::now() - asked;
+    return dump;
 }
 
 }  // namespace eddy::detail

@@ -73,6 +73,11 @@ struct TaskDump {
     /// then `roots` holds the root tasks' names and kinds only.
     bool complete = true;
     std::vector<std::size_t> busy_workers;  ///< the workers that did not stop in time (when `complete` is false)
+    /// How long the dump kept the workers from running tasks: from its pause request until
+    /// it let them go (waiting for each to stop, then reading the records). The dump's
+    /// other work (the strings of this tree) is done after they go on. A partial dump: until
+    /// it gave up on the busy workers.
+    std::chrono::nanoseconds paused{0};
 
     /// An indented tree, one task per line.
     std::string to_text() const;

@@ -131,9 +131,9 @@ void* Worker::next_task() {
             void* task = nullptr;
             if ((reinterpret_cast<std::uintptr_t>(slot) & kWokenTag) != 0) {
                 if (deque_.pop(task)) return task;
-                if (wakes_.pop_top(item)) return take(item, now);
+                if (pop_wake(item)) return take(item, now);
             } else {
-                if (wakes_.pop_top(item)) return take(item, now);
+                if (pop_wake(item)) return take(item, now);
                 if (deque_.pop_top(task)) return task;
             }
         }
@@ -160,7 +160,9 @@ void* Worker::next_task() {
         seen_wake_pushes_ = pushes;
         global_maybe_ = true;
     }
-    if (!global_maybe_ || global_run_ >= kMaxGlobalRun) return nullptr;
+    // A share pulled into the wake queue (pull_global_wakes) runs first: its tasks were
+    // woken before anything still in the global queue.
+    if (!global_maybe_ || global_run_ >= kMaxGlobalRun || pulled_ != 0) return nullptr;
     QueueItem item;
     if (sched_.global_wakes().pop_bulk(wake_consumer_, &item, 1) == 0) {
         global_maybe_ = false;
@@ -181,7 +183,7 @@ void* Worker::next_task() {
         if (void* task = take_spawned()) return task;
     }
     if (wakes_maybe_) {
-        if (wakes_.pop_top(item)) {
+        if (pop_wake(item)) {
             spawn_turn_ = true;
             return take(item, now);
         }
@@ -228,6 +230,7 @@ std::size_t Worker::pull_global_wakes() {
         }
     }
     if (taken == 0) return 0;
+    pulled_ = static_cast<std::uint32_t>(std::min(pulled_ + taken, wakes_.size()));
     stats_.global_takes.add(taken);
     if (taken > 1 && sched_.num_workers() > 1) sched_.notify_parked();  // the rest can be stolen
     return taken;
@@ -241,7 +244,7 @@ bool Worker::pop_global_spawn(void*& out) {
 
 void* Worker::take_global() {
     QueueItem item;
-    if (pull_global_wakes() > 0 && wakes_.pop_top(item)) return take(item);
+    if (pull_global_wakes() > 0 && pop_wake(item)) return take(item);
     // Spawned work: a batch, as many as the spawn deque has room for, pushed newest first
     // so that its pops (newest first) run them in the order they were spawned.
     void* batch[kGlobalBatch];

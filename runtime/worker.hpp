@@ -31,11 +31,19 @@
 // examples/, 200 clients in rooms of 100, pubsub_load): 6.8 M lines/s against 4.9 M with
 // the global wake-ups joining the end of the wake queue, and 4.1-4.9 M taking turns with
 // it; 0.15 against 0.21 us of server CPU per line.
+// A share of the global wake queue that the worker pulled into its own wake queue (with
+// nothing else to run, pull_global_wakes) runs before the global queue is looked at again:
+// those tasks were woken before anything still there. Taking turns with the global queue
+// instead, the share ran one task per kMaxGlobalRun + 1 polls behind newer input: a
+// static-file server at 1 worker (examples/file_server, wrk with 64 connections, 16 and
+// 64 KiB files) saw woken connections wait up to 13-25 ms (RuntimeMetrics's scheduling
+// delay) and a p99 of 9-16 ms; in order, at most 1.3-6.6 ms and a p99 of 1.6-2.1 ms.
 //
 // # The bound
 // A woken task never waits behind a task woken after it on its worker, except for the LIFO
-// slot's runs and the global wake queue's, and waits behind at most one spawned (or
-// yielded) task per wake-up ahead of it. In polls of its worker:
+// slot's runs and the global wake queue's (not a share pulled from it: that runs first, in
+// order), and waits behind at most one spawned (or yielded) task per wake-up ahead of it.
+// In polls of its worker:
 //     waited <= (A + 1) x (kMaxLifoRuns + 2 x kMaxGlobalRun + 3)
 // where A is the number of tasks woken before it and still queued there when it was woken:
 // each of them (and the slot chain running at its wake-up) may be preceded by a slot chain,
@@ -332,6 +340,15 @@ private:
     void* take_spawned();
     /// Moves the global wake-ups' share to the end of the wake queue; returns how many.
     std::size_t pull_global_wakes();
+    /// Owner: the oldest task of the wake queue, counting down what a share pulled.
+    bool pop_wake(QueueItem& item) noexcept {
+        if (!wakes_.pop_top(item)) {
+            pulled_ = 0;
+            return false;
+        }
+        if (pulled_ != 0) --pulled_;
+        return true;
+    }
     /// One task from the global spawn queue.
     bool pop_global_spawn(void*& out);
     /// With nothing local: the global wake-ups' share (the oldest runs), else a batch of
@@ -371,8 +388,12 @@ private:
     std::uint64_t seen_wake_pushes_ = 0;  // Scheduler::global_wake_pushes() at the last look
     bool global_maybe_ = false;           // the global wake queue may hold tasks
     std::uint32_t global_run_ = 0;        // global wake-ups run since the last local queue pop
-    bool oldest_spawn_next_ = false;      // the spawn deque's next task is its oldest (interval)
-    std::uint64_t poll_ticks_ = 0;        // wake_stamp()'s reading for this poll; 0: none yet
+    // Global wake-ups that the last share moved into wakes_ and this worker has not popped
+    // yet (thieves may have taken some: at most that many, never more than wakes_ holds).
+    // While it is not 0 the global queue waits (take_global_wake): the share is older.
+    std::uint32_t pulled_ = 0;
+    bool oldest_spawn_next_ = false;  // the spawn deque's next task is its oldest (interval)
+    std::uint64_t poll_ticks_ = 0;    // wake_stamp()'s reading for this poll; 0: none yet
     // Relaxed: hints for the watchdog and thieves; the slot's exchange is what decides.
     // Release for the odd store in task-dump builds watched for slow polls (pairs with
     // PollSite::read()'s acquire load); relaxed otherwise.

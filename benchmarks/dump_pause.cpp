@@ -7,14 +7,22 @@
 // each saw all N tasks, and reads each dump's `paused` (from its pause request until the
 // workers went on) and its wall time.
 //
+// With --load-secs S (default 0: none), one task per worker then yields in a loop, counting
+// its turns, while the N tasks still wait: for S seconds undisturbed, then for S seconds
+// while main dumps again and again. `load_ratio` is the second rate over the first: what a
+// thread dumping in a loop leaves of the runtime's throughput (`load_dumps`: how many).
+//
 // Prints `records=on|off`, `pause_ms_median=.. pause_ms_max=.. pause_ms_first=..
-// dump_ms_median=..` (the first dump reads every frame from cold caches), then the SPEC line
-// `bench=dump_pause ... ops=K secs=<the K dumps> rate=<dumps per second>`.
+// dump_ms_median=..` (the first dump reads every frame from cold caches), then the load's
+// line if asked, then the SPEC line `bench=dump_pause ... ops=K secs=<the K dumps>
+// rate=<dumps per second>`.
 // Without -Dtask_dump=true frames keep no records: the dump lists the spawned tasks only (no
 // when_all children) and says nothing about waits; the figures are then not the real cost.
 #include "bench_main.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -76,6 +84,31 @@ eddy::Task<void> setup(Shared* s, Mix mix) {
     co_await s->waiting.done;
 }
 
+/// The load of --load-secs: yields until `stop`, counting its turns.
+eddy::Task<void> spinner(std::atomic<std::uint64_t>* turns, std::atomic<bool>* stop) {
+    while (!stop->load(std::memory_order_relaxed)) {
+        turns->fetch_add(1, std::memory_order_relaxed);
+        co_await eddy::yield_now();
+    }
+}
+
+/// Turns per second of the spinners over `secs`, with main dumping in a loop meanwhile when
+/// `dump`; `dumps` counts those dumps.
+double load_rate(eddy::Runtime& rt, const std::atomic<std::uint64_t>& turns, double secs, bool dump,
+                 std::uint64_t& dumps) {
+    const std::uint64_t before = turns.load(std::memory_order_relaxed);
+    const auto start = bench::Clock::now();
+    if (dump) {
+        while (bench::seconds_since(start) < secs) {
+            (void)rt.dump();
+            ++dumps;
+        }
+    } else {
+        std::this_thread::sleep_for(std::chrono::duration<double>(secs));
+    }
+    return static_cast<double>(turns.load(std::memory_order_relaxed) - before) / bench::seconds_since(start);
+}
+
 eddy::Task<void> teardown(Shared* s) {
     s->go.set();
     s->stop.request_stop();
@@ -92,7 +125,7 @@ double ms(std::chrono::nanoseconds d) { return std::chrono::duration<double, std
 }  // namespace
 
 int main(int argc, char** argv) {
-    bench::Args args(argc, argv, "dump_pause", {{"tasks", 10'000}, {"dumps", 50}});
+    bench::Args args(argc, argv, "dump_pause", {{"tasks", 10'000}, {"dumps", 50}, {"load-secs", 0}});
     const std::uint64_t tasks = args.get("tasks");
     const std::uint64_t dumps = args.get("dumps");
     if (tasks < 100) bench::fail("dump_pause", "--tasks must be at least 100");
@@ -117,10 +150,26 @@ int main(int argc, char** argv) {
         pauses.push_back(ms(d.paused));
     }
     const double secs = bench::seconds_since(start);
+    std::string load_line;
+    if (const std::uint64_t load_secs = args.get("load-secs"); load_secs > 0) {
+        std::atomic<std::uint64_t> turns{0};
+        std::atomic<bool> stop{false};
+        std::vector<eddy::JoinHandle<void>> spinners;
+        for (std::size_t i = 0; i < rt.workers(); ++i) spinners.push_back(rt.spawn(spinner(&turns, &stop)));
+        std::uint64_t load_dumps = 0;
+        const double quiet = load_rate(rt, turns, static_cast<double>(load_secs), false, load_dumps);
+        const double dumping = load_rate(rt, turns, static_cast<double>(load_secs), true, load_dumps);
+        stop.store(true, std::memory_order_relaxed);
+        for (auto& h : spinners) rt.block_on(std::move(h));
+        load_line = "load_turns_per_s=" + std::to_string(static_cast<std::uint64_t>(quiet)) +
+                    " load_ratio=" + std::to_string(dumping / quiet) + " load_dumps=" + std::to_string(load_dumps) +
+                    "\n";
+    }
     rt.block_on(teardown(&s));
     if (s.finished.count.load() != tasks)
         bench::fail("dump_pause", "finished=" + std::to_string(s.finished.count.load()));
     std::printf("pause_ms_median=%.3f pause_ms_max=%.3f pause_ms_first=%.3f dump_ms_median=%.3f\n", median(pauses),
                 *std::max_element(pauses.begin(), pauses.end()), pauses.front(), median(walls));
+    std::fputs(load_line.c_str(), stdout);
     bench::report("dump_pause", rt.workers(), dumps, secs);
 }

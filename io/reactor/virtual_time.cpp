@@ -18,8 +18,11 @@
 //      may come before its timers' deadlines: that step fires nothing and the next one goes
 //      on to the exact deadline, with no task run in between.
 // No worker can make the runtime busy between 1 and 3 except through a completion, an outside
-// spawn or a blocking call, all of which come from outside the runtime: time moves as if they
-// came a moment later.
+// spawn or a blocking call, all of which come from outside the runtime. Step 3 looks at the
+// runtime once more after reading the timers and before moving the clock, so a task that
+// arrived meanwhile and armed a timer (a with_timeout's deadline, before its sleep) does not
+// see time jump to that timer while it runs; one arriving after that look sees time move as
+// if it came a moment later.
 #include "reactor/reactor.hpp"
 
 #include "time/timer_queue.hpp"
@@ -68,6 +71,11 @@ bool Reactor::virtual_step() {
     for (auto& q : timer_queues_) q->refresh_earliest();  // step 3
     const std::int64_t timer = earliest_timer();
     const std::int64_t target = host_.clock_earliest_target();
+    // Quiet still, now that the timers are read: a worker woken since step 1 (by an outside
+    // spawn) may have armed one of them while its task still runs, and time must not move
+    // to a deadline of a running task. One woken from now on finds its own timers out of
+    // this step: its task arrived "a moment later".
+    if (!quiet()) return true;
     if (target != DriverHost::kNoTarget) {
         if (timer <= target) {
             host_.clock_set_now(timer);

@@ -199,10 +199,7 @@ void SocketAwaiter::retry(Runnable* r) noexcept {
 
 void SocketAwaiter::CancelWait::operator()() const noexcept { self->state_->cancel(self); }
 
-void SocketAwaiter::task_stopped(StopRegistration* r) noexcept {
-    auto* self = static_cast<SocketAwaiter*>(r);
-    self->state_->cancel(self);
-}
+void SocketAwaiter::task_stopped(StopRegistration* r) noexcept { CancelWait{static_cast<SocketAwaiter*>(r)}(); }
 
 std::size_t SocketAwaiter::await_resume() {
     delivered_ = true;

@@ -94,7 +94,7 @@ class TimerQueue;
 
 /// IORING_OP_WAITID (Linux 6.7), which the headers of liburing 2.3 (Debian 12) lack: the
 /// kernel's number, the one after IORING_OP_READ_MULTISHOT (49), which follows
-/// IORING_OP_SENDMSG_ZC (48, checked in reactor.cpp). The SQE: fd = the id, len = the id
+/// IORING_OP_SENDMSG_ZC (48, checked in reactor_io.cpp). The SQE: fd = the id, len = the id
 /// type, file_index = the options, addr2 = the siginfo_t, everything else zero.
 inline constexpr int kOpWaitId = 50;
 
@@ -154,7 +154,7 @@ private:
     void take_inbox();
     void handle_node(ReactorNode* node);
     void start_io(IoOperation* op);
-    void submit_poll(IoOperation* op, bool for_write);
+    void submit_poll(IoOperation* op);  // for readiness in the operation's direction
     void start_cancel(Operation* op);
     void reap();
     void handle_cqe(std::uint64_t user_data, std::int32_t res, std::uint32_t flags);

@@ -1,7 +1,7 @@
 // benchmarks/dump_pause.cpp: how long a task dump stops the workers (eddy only, not in
-// shared/bench/SPEC.md; run by hand, see README "Task dumps"). Makes N waiting tasks
-// (default 10,000, counting every node of the dump's tree) in a mix: most wait on an
-// eddy::Event (a tenth of them named spawns), some sleep (an hour, cancellable), some wait in
+// shared/bench/SPEC.md; run by hand, see docs/performance/deadlines-and-dumps.md). Makes N
+// waiting tasks (default 10,000, counting every node of the dump's tree) in a mix: most wait
+// on an eddy::Event (a tenth of them named spawns), some sleep (an hour, cancellable), some wait in
 // when_all (the vector form: a task of its own) for three children that wait on the Event.
 // Then a plain thread (main) takes K dumps (default 50) with Runtime::dump(), checks that
 // each saw all N tasks, and reads each dump's `paused` (from its pause request until the

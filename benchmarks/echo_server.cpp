@@ -4,7 +4,7 @@
 // once it accepts connections.
 // --buffered 1 echoes through io::BufReader / io::BufWriter instead (fill_buf, write_all,
 // consume, flush when nothing more is buffered): what the buffered path costs over the
-// hand-written loop (README, "Buffered streams").
+// hand-written loop (docs/performance/service-io.md).
 #include "bench_main.hpp"
 
 #include <array>

@@ -5,7 +5,7 @@
 //
 // Configuration, all from the environment (a bad value: its message on stderr, exit status 2):
 //   * the runtime's, through eddy::RuntimeConfig::from_env(): EDDY_WORKERS, EDDY_RING_ENTRIES,
-//     EDDY_THREAD_NAME, EDDY_PIN_WORKERS, ... (README, "Configuration");
+//     EDDY_THREAD_NAME, EDDY_PIN_WORKERS, ... (docs/guide/08-embedding.md, "Configuration");
 //   * SERVICE_HOST (IPv4 or IPv6 address, default 127.0.0.1), SERVICE_PORT (0..65535, default
 //     0: a free port), SERVICE_IDLE_TIMEOUT_MS (1..86400000, default 30000: a connection that
 //     sends nothing for that long is closed).
@@ -19,8 +19,8 @@
 // The same port serves both: the first line tells them apart, and a scraper needs no second
 // port to be configured and opened.
 // Signals: SIGUSR1 prints rt.metrics().to_string() on stdout and the service goes on; SIGUSR2
-// prints the live task tree (Runtime::dump(), README "Task dumps") between a header line and
-// "service: end of task dump", and the service goes on; SIGINT or
+// prints the live task tree (Runtime::dump(), docs/guide/08-embedding.md, "Task dumps")
+// between a header line and "service: end of task dump", and the service goes on; SIGINT or
 // SIGTERM cancel the TaskGroup that holds the accept loop and every connection, so each
 // connection closes, and the service prints one line and the final metrics, and exits 0.
 // Output (stdout, each block flushed):

@@ -14,7 +14,7 @@
 //! workers are woken to do so), walks the registry of spawned tasks and the records every
 //! co_await keeps in its frame (eddy/tasks/detail/await_trace.hpp), copying them raw, then
 //! lets the workers go and makes this tree's strings while they run: the pause (`paused`)
-//! is about 0.3 ms per 10,000 waiting tasks (benchmarks/README.md, "Task dumps").
+//! is about 0.3 ms per 10,000 waiting tasks (docs/performance/deadlines-and-dumps.md).
 //! The I/O reactor and the blocking threads keep running: the dump reads only what a waiting
 //! task's awaiter set before it suspended.
 //! A worker that runs one task for long without it suspending cannot stop: after `patience`
@@ -25,8 +25,9 @@
 //! about to run on a worker when it stopped; it shows the wait it was woken from.
 //!
 //! The records are built in with the meson option task_dump (-Dtask_dump=true), off by
-//! default for what they cost (README, "Task dumps"). Without them a dump lists the root tasks
-//! with their names, kinds and states, but not their waits, sites or children.
+//! default for what they cost (docs/performance/deadlines-and-dumps.md). Without them a dump
+//! lists the root tasks with their names, kinds and states, but not their waits, sites or
+//! children.
 //!
 //! Errors: Runtime::dump() throws eddy::WrongThread on a worker thread (a running task's own
 //! record is stale: use `co_await eddy::dump_tasks()`, which keeps the calling task suspended

@@ -23,8 +23,8 @@
 // co_await is looked up from here (eddy::detail) and by argument-dependent lookup, not from
 // the co_await's own scope; define it in the awaitable's namespace.
 //
-// All of it exists only with the meson option task_dump (README, "Task dumps", for what it
-// costs: a few stores per suspension and 32 bytes per frame with GCC).
+// All of it exists only with the meson option task_dump (for what it costs, a few stores per
+// suspension and 32 bytes per frame with GCC: docs/performance/deadlines-and-dumps.md).
 //
 // Reading the record is safe only while no thread runs the task: Runtime::dump() stops every
 // worker between two polls (runtime/task_dump.cpp), so every frame it walks is suspended in

@@ -145,7 +145,7 @@ private:
     std::exception_ptr exception_;
     const TaskCancellation* stop_ = nullptr;
 #if EDDY_TASK_DUMP
-    AwaitTrace trace_;  // four words with GCC, measured: README "Task dumps"
+    AwaitTrace trace_;  // four words with GCC: docs/performance/deadlines-and-dumps.md
 #endif
 };
 // Every frame pays for these bytes (and the header's): see the comment on link_ above.

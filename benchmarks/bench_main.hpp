@@ -82,7 +82,7 @@ public:
     /// The word given for choice flag `name` (or its default).
     const std::string& choice(const std::string& name) const { return chosen_.at(name); }
 
-    /// The runtime's configuration. What observability costs (docs/guide/08-embedding.md,
+    /// The runtime's configuration. What observability costs (docs/guide/11-operating.md,
     /// "Observability"): EDDY_BENCH_POLL_HOOK=1 installs a trivial on_poll_start (a
     /// thread-local count), EDDY_POLL_TIME_HISTOGRAM=1 the poll timer.
     eddy::RuntimeConfig config() const {

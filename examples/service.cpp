@@ -19,7 +19,7 @@
 // The same port serves both: the first line tells them apart, and a scraper needs no second
 // port to be configured and opened.
 // Signals: SIGUSR1 prints rt.metrics().to_string() on stdout and the service goes on; SIGUSR2
-// prints the live task tree (Runtime::dump(), docs/guide/08-embedding.md, "Task dumps")
+// prints the live task tree (Runtime::dump(), docs/guide/11-operating.md, "Task dumps")
 // between a header line and "service: end of task dump", and the service goes on; SIGINT or
 // SIGTERM cancel the TaskGroup that holds the accept loop and every connection, so each
 // connection closes, and the service prints one line and the final metrics, and exits 0.

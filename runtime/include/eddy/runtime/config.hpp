@@ -170,7 +170,7 @@ struct RuntimeConfig {
     /// line names the task and site when known.
     std::function<void(const SlowPoll& poll)> on_slow_poll_detail{};
 
-    /// Task hooks (observability: docs/guide/08-embedding.md, "Observability"), for root
+    /// Task hooks (observability: docs/guide/11-operating.md, "Observability"), for root
     /// tasks (eddy::spawn, Runtime::spawn, block_on). on_task_spawn runs on the spawning
     /// thread before the task can run; on_task_first_poll on the worker that polls it first,
     /// just before that poll (and before its on_poll_start); on_task_complete on the thread

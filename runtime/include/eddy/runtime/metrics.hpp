@@ -18,7 +18,7 @@
 //! RuntimeConfig::io_latency_histogram;
 //! socket stream reads and writes are not reactor operations and are not timed). Hooks
 //! around spawns, polls and completions are RuntimeConfig's on_task_* and on_poll_* (see
-//! docs/guide/08-embedding.md, "Observability").
+//! docs/guide/11-operating.md, "Observability").
 //! "Tasks" in the spawn figures are root tasks (eddy::spawn, Runtime::spawn, block_on);
 //! tasks_polled counts every resumption of every frame (awaited children, when_all/when_any
 //! children and TaskGroup members included).

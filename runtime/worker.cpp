@@ -400,6 +400,9 @@ void Worker::push_overflowing(ChaseLevDeque<T>& q, Global& global, typename Glob
 
 void Worker::overflow_wake(QueueItem item) noexcept {
     push_overflowing(wakes_, sched_.global_wakes(), wake_producer_, item);
+    // The older half, a pulled share's oldest tasks among it, now waits in the global wake
+    // queue, which runs first: what is left here is younger (worker.hpp, "The bound").
+    pulled_ = 0;
     sched_.note_global_wakes();
 }
 

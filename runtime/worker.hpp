@@ -390,7 +390,8 @@ private:
     std::uint32_t global_run_ = 0;        // global wake-ups run since the last local queue pop
     // Global wake-ups that the last share moved into wakes_ and this worker has not popped
     // yet (thieves may have taken some: at most that many, never more than wakes_ holds).
-    // While it is not 0 the global queue waits (take_global_wake): the share is older.
+    // While it is not 0 the global queue waits (take_global_wake): the share is older. An
+    // overflow (overflow_wake) zeroes it: the oldest part went back to the global queue.
     std::uint32_t pulled_ = 0;
     bool oldest_spawn_next_ = false;  // the spawn deque's next task is its oldest (interval)
     std::uint64_t poll_ticks_ = 0;    // wake_stamp()'s reading for this poll; 0: none yet

@@ -342,6 +342,62 @@ TEST_CASE("wake-ups from another thread run in the order they came, a share pull
     CHECK(out_of_order == 0);
 }
 
+/// Waits for its Notify once, then wakes every task of `next` (on the worker: each into
+/// the LIFO slot, displacing the one before into the wake queue), and notes its index.
+Task<void> waker(Notify& n, std::atomic<std::size_t>& waiting, std::vector<std::size_t>& order, std::size_t i,
+                 std::vector<std::unique_ptr<Notify>>& next) {
+    waiting.fetch_add(1, std::memory_order_relaxed);
+    co_await n.notified();
+    for (auto& x : next) x->notify_one();
+    order.push_back(i);
+}
+
+TEST_CASE("the older half of an overflowing wake queue runs before the rest of a share pulled into it") {
+    // The worker pulls a share of the global wake queue that fills its wake queue; the
+    // share's first task wakes three tasks here, and the second displaced one overflows it:
+    // the older half (the share's oldest) moves to the global wake queue, which runs first
+    // (worker.hpp, "The bound"). Counting that half as still pulled kept the worker off the
+    // global queue until it had run every younger task of its own: the oldest wake-ups ran
+    // last, after the share's youngest and after the three woken by its first task.
+    constexpr std::size_t kWakeQueue = kSmallQueues ? 16 : 1024;  // 4 x the local queue
+    constexpr std::size_t kShare = kWakeQueue, kAll = kGlobalRun + kShare, kLocal = 3;
+    std::vector<std::unique_ptr<Notify>> notes, locals;
+    for (std::size_t i = 0; i < kAll; ++i) notes.push_back(std::make_unique<Notify>());
+    for (std::size_t i = 0; i < kLocal; ++i) locals.push_back(std::make_unique<Notify>());
+    std::vector<std::size_t> order;
+    order.reserve(kAll + kLocal);
+    std::atomic<std::size_t> waiting{0};
+    std::atomic<bool> held{false}, queued{false};
+    std::thread feeder([&] {
+        while (!held.load(std::memory_order_acquire)) std::this_thread::yield();
+        for (std::size_t i = 0; i < kAll; ++i) notes[i]->notify_one();
+        queued.store(true, std::memory_order_release);
+    });
+    Runtime rt(RuntimeConfig{.workers = 1});
+    rt.block_on([&]() -> Task<void> {
+        std::vector<JoinHandle<void>> tasks;
+        for (std::size_t i = 0; i < kAll; ++i) {
+            // kGlobalRun run from the global queue one by one; the share begins after them.
+            if (i == kGlobalRun) tasks.push_back(eddy::spawn(waker(*notes[i], waiting, order, i, locals)));
+            else tasks.push_back(eddy::spawn(one_shot(*notes[i], waiting, order, i)));
+        }
+        for (std::size_t i = 0; i < kLocal; ++i)
+            tasks.push_back(eddy::spawn(one_shot(*locals[i], waiting, order, kAll + i)));
+        while (waiting.load(std::memory_order_relaxed) < kAll + kLocal) co_await eddy::yield_now();
+        hold(held, queued);
+        for (auto& h : tasks) co_await std::move(h);
+    }());
+    feeder.join();
+    REQUIRE(order.size() == kAll + kLocal);
+    std::vector<std::size_t> at(kAll + kLocal);
+    for (std::size_t i = 0; i < order.size(); ++i) at[order[i]] = i;
+    const std::size_t moved_youngest = kGlobalRun + kShare / 2;  // the youngest of the moved half
+    INFO("the moved half's youngest ran " << at[moved_youngest] << "th, the share's youngest " << at[kAll - 1]
+                                          << "th, the first woken here " << at[kAll] << "th");
+    CHECK(at[moved_youngest] < at[kAll - 1]);
+    CHECK(at[moved_youngest] < at[kAll]);
+}
+
 Task<std::uint64_t> fib(unsigned n) {
     if (n < 2) co_return n;
     auto [a, b] = co_await eddy::when_all(fib(n - 1), fib(n - 2));

@@ -67,6 +67,19 @@ public:
         if (t > now_.load(std::memory_order_relaxed)) now_.store(t, std::memory_order_release);
     }
 
+    /// Driver's thread: held while it looks at the runtime a last time and moves the clock
+    /// (io/reactor/virtual_time.cpp, step 3), so that a worker leaving park in between starts
+    /// its tasks after the move (wait_for_jump).
+    void lock_jumps() noexcept { jump_.lock(); }
+    void unlock_jumps() noexcept { jump_.unlock(); }
+    /// A worker that has just left park (its seq_cst RMW of the idle state done), before it
+    /// runs anything: with a virtual clock, waits for a jump the driver decided while it
+    /// still saw every worker parked. Either the driver's last look sees this worker unparked
+    /// and the clock stays, or this worker's tasks start after the move and read the new time.
+    void wait_for_jump() noexcept {
+        if (is_virtual()) std::lock_guard<std::mutex> wait(jump_);
+    }
+
     /// Queues an advance by `d_ns` (>= 0) from now: `task` is resumed (or `thread` woken) once
     /// the clock has reached it (see above). The caller then wakes the driver.
     void request(std::int64_t d_ns, std::coroutine_handle<> task, ThreadRequest* thread);
@@ -94,6 +107,7 @@ private:
     std::atomic<std::int64_t> now_;
     std::atomic<std::uint64_t> posted_{0};
     mutable std::mutex lock_;
+    std::mutex jump_;                // lock_jumps(): a jump and the look at the runtime before it
     std::vector<Request> requests_;  // guarded by lock_
     bool closed_ = false;            // guarded by lock_
 };

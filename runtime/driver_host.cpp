@@ -49,6 +49,10 @@ std::int64_t DriverHost::clock_now_ns() const noexcept { return sched_.clock().n
 
 void DriverHost::clock_set_now(std::int64_t t) noexcept { sched_.clock().set_now(t); }
 
+void DriverHost::clock_lock_jumps() noexcept { sched_.clock().lock_jumps(); }
+
+void DriverHost::clock_unlock_jumps() noexcept { sched_.clock().unlock_jumps(); }
+
 std::int64_t DriverHost::clock_earliest_target() const {
     static_assert(kNoTarget == RuntimeClock::kNone);
     return sched_.clock().earliest_target();

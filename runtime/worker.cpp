@@ -375,7 +375,8 @@ void Worker::park() {
             // an eventfd write when it slept unwatched: about 9 % of `fanout` with 2
             // workers, so only when asked for).
             if (watch_every_poll_ && unwatched_->load(std::memory_order_seq_cst)) sched_.driver_watch();
-            searching_ = true;  // a notifier counted us as searching
+            sched_.clock().wait_for_jump();  // a virtual clock moving now moves before we run
+            searching_ = true;               // a notifier counted us as searching
             return;
         }
     }

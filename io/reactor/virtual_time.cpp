@@ -21,8 +21,10 @@
 // spawn or a blocking call, all of which come from outside the runtime. Step 3 looks at the
 // runtime once more after reading the timers and before moving the clock, so a task that
 // arrived meanwhile and armed a timer (a with_timeout's deadline, before its sleep) does not
-// see time jump to that timer while it runs; one arriving after that look sees time move as
-// if it came a moment later.
+// see time jump to that timer while it runs. That look and the move hold the clock's jump
+// lock, which a worker leaving park takes (and drops) before it runs anything: a worker that
+// unparked after the look starts its tasks once the clock has moved, as if they came a moment
+// later, and never reads the old time and then sees the clock jump past its own new timer.
 #include "reactor/reactor.hpp"
 
 #include "time/timer_queue.hpp"
@@ -73,8 +75,16 @@ bool Reactor::virtual_step() {
     const std::int64_t target = host_.clock_earliest_target();
     // Quiet still, now that the timers are read: a worker woken since step 1 (by an outside
     // spawn) may have armed one of them while its task still runs, and time must not move
-    // to a deadline of a running task. One woken from now on finds its own timers out of
-    // this step: its task arrived "a moment later".
+    // to a deadline of a running task. Under the jump lock, which a worker leaving park
+    // takes before it runs anything: one that left park before this look is seen here, one
+    // that leaves after it starts its tasks once the clock has moved ("a moment later").
+    struct JumpLock {
+        DriverHost& host;
+        explicit JumpLock(DriverHost& h) noexcept : host(h) { host.clock_lock_jumps(); }
+        ~JumpLock() { host.clock_unlock_jumps(); }
+        JumpLock(const JumpLock&) = delete;
+        JumpLock& operator=(const JumpLock&) = delete;
+    } jump(host_);
     if (!quiet()) return true;
     if (target != DriverHost::kNoTarget) {
         if (timer <= target) {

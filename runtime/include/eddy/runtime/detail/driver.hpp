@@ -117,6 +117,10 @@ public:
     bool clock_auto_advance() const noexcept;
     std::int64_t clock_now_ns() const noexcept;
     void clock_set_now(std::int64_t t) noexcept;
+    /// Held around the driver's last look at the runtime and its move of the clock: a worker
+    /// leaving park waits for it before it runs anything (runtime/clock.hpp).
+    void clock_lock_jumps() noexcept;
+    void clock_unlock_jumps() noexcept;
     /// The earliest target of a pending advance() request, or kNoTarget.
     std::int64_t clock_earliest_target() const;
     /// Appends the waiters of every advance() request that is due to `ready`.

@@ -3,8 +3,10 @@
 // through small socket buffers (so the send waits for room), the count is short only when
 // the file ends first, the file position does not move, a peer that went away is a
 // std::system_error (EPIPE or ECONNRESET) and no SIGPIPE, and a descriptor sendfile cannot
-// read is EINVAL. readable(): waits for bytes without taking them, gives 0 at the end of the
-// stream, ends with OperationCancelled on its token, and costs no reactor operation.
+// read is EINVAL; offsets past 4 GiB work, a file that shrinks mid-send gives what went out,
+// a stopped token ends a waiting send, and a closed stream is EBADF. readable(): waits for
+// bytes without taking them, gives 0 at the end of the stream, ends with OperationCancelled
+// on its token, and costs no reactor operation.
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -229,4 +231,120 @@ TEST_CASE("readable() waits for bytes without taking them, gives 0 at the end, a
         CHECK(r.cancelled);
         CHECK(r.at_end == 0);
     }
+}
+
+namespace {
+
+struct Received {
+    std::size_t sent = 0;   // what send_file gave
+    std::size_t total = 0;  // what the peer read
+    std::vector<std::byte> tail;
+};
+
+Task<std::size_t> send_then_close(TcpStream& s, const File& file, std::uint64_t offset, std::size_t count) {
+    const std::size_t n = co_await s.send_file(file, offset, count);
+    s.shutdown(TcpStream::Shutdown::kWrite);
+    co_return n;
+}
+
+/// Reads to the end, keeping the last `keep` bytes; once `shrink_at` bytes arrived, truncates
+/// `shrink_fd` (if not -1) to `shrink_to` bytes.
+Task<Received> read_keeping_tail(TcpStream& s, std::size_t keep, int shrink_fd, std::size_t shrink_at,
+                                 off_t shrink_to) {
+    Received r;
+    std::vector<std::byte> buf(256 * 1024);
+    for (;;) {
+        const std::size_t n = co_await s.read(buf);
+        if (n == 0) co_return r;
+        r.total += n;
+        if (shrink_fd >= 0 && r.total >= shrink_at) {
+            REQUIRE(::ftruncate(shrink_fd, shrink_to) == 0);
+            shrink_fd = -1;
+        }
+        r.tail.insert(r.tail.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
+        if (r.tail.size() > keep) r.tail.erase(r.tail.begin(), r.tail.end() - static_cast<std::ptrdiff_t>(keep));
+    }
+}
+
+Task<Received> send_through(TcpListener& listener, const File& f, std::uint64_t offset, std::size_t count,
+                            std::size_t keep, int shrink_fd = -1, std::size_t shrink_at = 0, off_t shrink_to = 0) {
+    Connection c = co_await connect_pair(listener);
+    eddy::test::set_int_sockopt(c.client.native_handle(), SOL_SOCKET, SO_SNDBUF, 64 * 1024);
+    auto [n, got] = co_await eddy::when_all(send_then_close(c.client, f, offset, count),
+                                            read_keeping_tail(c.server, keep, shrink_fd, shrink_at, shrink_to));
+    got.sent = n;
+    co_return got;
+}
+
+}  // namespace
+
+TEST_CASE("send_file reads past 4 GiB, and a file that shrinks mid-send gives what was sent") {
+    auto listener = TcpListener::bind(SocketAddr::loopback_v4(0));
+    Runtime rt(RuntimeConfig{.workers = 2});
+    SUBCASE("an offset past 4 GiB in a sparse file: the bytes there, short by what is past the end") {
+        constexpr std::uint64_t kFar = (std::uint64_t{4} << 30) + 12345;
+        constexpr std::size_t kPiece = 100 * 1024;
+        const std::vector<std::byte> piece = eddy::test::pattern(kPiece);
+        File f = temp_file({});
+        REQUIRE(::pwrite(f.native_handle(), piece.data(), kPiece, static_cast<off_t>(kFar)) ==
+                static_cast<ssize_t>(kPiece));
+        const Received r = run(rt, send_through(listener, f, kFar, kPiece + 50, kPiece));
+        CHECK(r.sent == kPiece);
+        CHECK(r.total == kPiece);
+        CHECK(r.tail == piece);
+    }
+    SUBCASE("cut to 1 MiB by the reader after 256 KiB of 3 MiB: 1 MiB sent, the count says so") {
+        // Small buffers on both sides keep the sender well short of 1 MiB when the cut comes.
+        eddy::test::set_int_sockopt(listener.native_handle(), SOL_SOCKET, SO_RCVBUF, 64 * 1024);
+        constexpr std::size_t kSize = std::size_t{3} << 20;
+        constexpr std::size_t kCut = std::size_t{1} << 20;
+        const std::vector<std::byte> content = eddy::test::pattern(kSize);
+        File f = temp_file(content);
+        const Received r = run(rt, send_through(listener, f, 0, kSize, 16, f.native_handle(), 256 * 1024, kCut));
+        CHECK(r.sent == kCut);
+        CHECK(r.total == kCut);
+        CHECK(r.tail == std::vector<std::byte>(content.begin() + kCut - 16, content.begin() + kCut));
+    }
+}
+
+namespace {
+
+Task<std::string> stopped_then_closed(TcpListener& listener, const File& f, std::size_t size) {
+    Connection c = co_await connect_pair(listener);
+    eddy::test::set_int_sockopt(c.client.native_handle(), SOL_SOCKET, SO_SNDBUF, 64 * 1024);
+    std::stop_source stop;
+    // Nobody reads: the send waits for room until its token stops it.
+    auto sender = [](TcpStream& s, const File& file, std::size_t n, std::stop_token t) -> Task<std::string> {
+        try {
+            co_await s.send_file(file, 0, n, std::move(t));
+        } catch (const eddy::OperationCancelled&) {
+            co_return "cancelled";
+        }
+        co_return "sent";
+    };
+    auto stopper = [](std::stop_source& st) -> Task<void> {
+        for (int i = 0; i < 5; ++i) co_await eddy::yield_now();
+        st.request_stop();
+    };
+    auto [r, done] = co_await eddy::when_all(sender(c.client, f, size, stop.get_token()), stopper(stop));
+    (void)done;
+    c.client.close();
+    std::string closed = "no error";
+    try {
+        (void)co_await c.client.send_file(f, 0, 1);
+    } catch (const std::system_error& e) {
+        closed = e.code() == std::errc::bad_file_descriptor ? "EBADF" : e.what();
+    }
+    co_return r + "/" + closed;
+}
+
+}  // namespace
+
+TEST_CASE("send_file stopped by its token while it waits for room; on a closed stream, EBADF") {
+    constexpr std::size_t kSize = std::size_t{8} << 20;
+    const File f = temp_file(eddy::test::pattern(kSize));
+    auto listener = TcpListener::bind(SocketAddr::loopback_v4(0));
+    eddy::test::set_int_sockopt(listener.native_handle(), SOL_SOCKET, SO_RCVBUF, 64 * 1024);
+    Runtime rt(RuntimeConfig{.workers = 2});
+    CHECK(run(rt, stopped_then_closed(listener, f, kSize)) == "cancelled/EBADF");
 }

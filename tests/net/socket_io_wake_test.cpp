@@ -3,8 +3,8 @@
 // loopback, IPv4 and IPv6:
 //   - two tasks whose first operation on a socket waits at the same moment (two accepts; a read
 //     and a write_all): one poll for the socket, and close() ends both as promised;
-//   - a completion reaching an idle worker while the other computes for 300 ms (and, with one
-//     worker, running after the computation);
+//   - a completion reaching an idle worker while the other computes until it has run (and,
+//     with one worker, running after a 300 ms computation);
 //   - 64 readers woken at once.
 // The peer and the helpers: tests/support/socket_io.hpp.
 #include <doctest/doctest.h>
@@ -150,12 +150,15 @@ TEST_CASE("two tasks whose first operation on a socket waits at the same moment 
 
 namespace {
 
-/// Computes for `d` without suspending; returns when it finished.
-Task<Clock::time_point> compute(std::chrono::milliseconds d, std::atomic<bool>& started) {
+/// Computes without suspending for `d`, or, given `until`, until it is set (bounded by
+/// kDeadline); returns when it finished.
+Task<Clock::time_point> compute(std::chrono::milliseconds d, std::atomic<bool>& started,
+                                const std::atomic<bool>* until = nullptr) {
     started.store(true);
-    const auto end = Clock::now() + d;
+    const auto end = Clock::now() + (until != nullptr ? Clock::duration(kDeadline) : Clock::duration(d));
     std::uint64_t x = 1;
-    while (Clock::now() < end) x = x * 6364136223846793005u + 1442695040888963407u;
+    while (Clock::now() < end && (until == nullptr || !until->load()))
+        x = x * 6364136223846793005u + 1442695040888963407u;
     volatile std::uint64_t sink = x;
     (void)sink;
     co_return Clock::now();
@@ -166,17 +169,23 @@ struct Reply {
     Clock::time_point at;
 };
 
-Task<Reply> read_ping(TcpStream& s) {
+/// Reads the ping, notes when, then sets `read`.
+Task<Reply> read_ping(TcpStream& s, std::atomic<bool>& read) {
     Reply r;
     r.data = co_await read_exact_text(s, 4);
     r.at = Clock::now();
+    read.store(true);
     co_return r;
 }
 
 }  // namespace
 
-TEST_CASE(
-    "a read completion is run by the idle worker while the other computes for 300 ms; with one worker, after it") {
+// With two workers the computation lasts until the read has run, which only the idle worker
+// can do meanwhile (bounded by kDeadline: a read left for the busy worker shows as a 20 s
+// computation that ended first). A fixed 300 ms left the writer thread, the reactor and the
+// idle worker 280 ms between them, which a loaded machine can take from them. With one
+// worker the computation is 300 ms: the read can only run after it, however long that takes.
+TEST_CASE("a read completion is run by the idle worker while the other computes; with one worker, after it") {
     for_each_loopback({2, 1}, [&](const SocketAddr& lo, const std::size_t workers) {
         auto listener = TcpListener::bind(lo);
         Runtime rt(RuntimeConfig{.workers = workers});
@@ -184,10 +193,11 @@ TEST_CASE(
         TcpStream s = run(rt, listener.accept());
         const std::size_t base = polled(rt);
 
-        Started<Reply> reader(rt, read_ping(s));
+        std::atomic<bool> read{false};
+        Started<Reply> reader(rt, read_ping(s, read));
         REQUIRE(wait_polled(rt, base + 1));  // waiting
         std::atomic<bool> computing{false};
-        Started<Clock::time_point> busy(rt, compute(300ms, computing));
+        Started<Clock::time_point> busy(rt, compute(300ms, computing, workers == 2 ? &read : nullptr));
         REQUIRE(spin_until(computing));
         std::atomic<bool> send_failed{false};
         std::thread writer([&] {

@@ -20,8 +20,8 @@
 //     only when its CAS on `top` succeeds, so it never keeps a torn item.
 //
 // Thread safety:
-//   * Owner thread only: push(), pop(), pop_top_batch().
-//   * Any thread: steal_into(), pop_top(), empty(), size().
+//   * Owner thread only: push(), pop(), pop_top_batch(), bottom_index().
+//   * Any thread: steal_into(), pop_top(), empty(), size(), top_index().
 //
 // Indices are 64-bit and only grow (bottom - top is the size), so they never wrap.
 //
@@ -177,6 +177,14 @@ public:
         }
         return taken;
     }
+
+    /// Any thread: the index of the oldest item, that is how many items were ever taken
+    /// from the top (by pop_top, pop_top_batch, thieves, and pop()'s race for the last
+    /// item). It only grows. Relaxed: a hint for the owner's choice of what runs next, which synchronizes
+    /// nothing; the CAS of whoever takes an item decides who has it.
+    std::int64_t top_index() const noexcept { return top_.load(std::memory_order_relaxed); }
+    /// Owner: the index the next push takes. Relaxed: the owner is bottom's only writer.
+    std::int64_t bottom_index() const noexcept { return bottom_.load(std::memory_order_relaxed); }
 
     /// Any thread: an estimate (exact on the owner thread).
     std::size_t size() const noexcept {

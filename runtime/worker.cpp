@@ -162,7 +162,7 @@ void* Worker::next_task() {
     }
     // A share pulled into the wake queue (pull_global_wakes) runs first: its tasks were
     // woken before anything still in the global queue.
-    if (!global_maybe_ || global_run_ >= kMaxGlobalRun || pulled_ != 0) return nullptr;
+    if (!global_maybe_ || global_run_ >= kMaxGlobalRun || wakes_.top_index() < share_end_) return nullptr;
     QueueItem item;
     if (sched_.global_wakes().pop_bulk(wake_consumer_, &item, 1) == 0) {
         global_maybe_ = false;
@@ -230,7 +230,7 @@ std::size_t Worker::pull_global_wakes() {
         }
     }
     if (taken == 0) return 0;
-    pulled_ = static_cast<std::uint32_t>(std::min(pulled_ + taken, wakes_.size()));
+    share_end_ = wakes_.bottom_index();  // runs before the global queue is looked at again
     stats_.global_takes.add(taken);
     if (taken > 1 && sched_.num_workers() > 1) sched_.notify_parked();  // the rest can be stolen
     return taken;
@@ -403,7 +403,7 @@ void Worker::overflow_wake(QueueItem item) noexcept {
     push_overflowing(wakes_, sched_.global_wakes(), wake_producer_, item);
     // The older half, a pulled share's oldest tasks among it, now waits in the global wake
     // queue, which runs first: what is left here is younger (worker.hpp, "The bound").
-    pulled_ = 0;
+    share_end_ = 0;
     sched_.note_global_wakes();
 }
 
@@ -438,6 +438,7 @@ void Worker::clear_queues() noexcept {
     QueueItem item;
     while (wakes_.pop(item)) {
     }
+    share_end_ = 0;  // pop() lowered the wake queue's bottom, maybe below a share's end
     lifo_slot_.store(nullptr, std::memory_order_relaxed);
     deferred_.clear();
 }

@@ -38,10 +38,9 @@
 // static-file server at 1 worker (examples/file_server, wrk with 64 connections, 16 and
 // 64 KiB files) saw woken connections wait up to 13-25 ms (RuntimeMetrics's scheduling
 // delay) and a p99 of 9-16 ms; in order, at most 1.3-6.6 ms and a p99 of 1.6-2.1 ms.
-// The share is counted (pulled_), not marked: when thieves take part of it, the worker still
-// counts those tasks down with pops of its own, so the global queue can wait for up to that
-// many younger local wake-ups (bounded by the share; with more than one worker, where the
-// thief serves the global queue too). An overflow of the wake queue ends the share's turn.
+// The share is marked by the wake queue's index past its end (share_end_): its turn ends when
+// the queue's top reaches it, whether the worker ran the share's tasks or thieves took some.
+// An overflow of the wake queue ends the share's turn.
 //
 // # The bound
 // A woken task never waits behind a task woken after it on its worker, except for the LIFO
@@ -344,15 +343,8 @@ private:
     void* take_spawned();
     /// Moves the global wake-ups' share to the end of the wake queue; returns how many.
     std::size_t pull_global_wakes();
-    /// Owner: the oldest task of the wake queue, counting down what a share pulled.
-    bool pop_wake(QueueItem& item) noexcept {
-        if (!wakes_.pop_top(item)) {
-            pulled_ = 0;
-            return false;
-        }
-        if (pulled_ != 0) --pulled_;
-        return true;
-    }
+    /// Owner: the oldest task of the wake queue.
+    bool pop_wake(QueueItem& item) noexcept { return wakes_.pop_top(item); }
     /// One task from the global spawn queue.
     bool pop_global_spawn(void*& out);
     /// With nothing local: the global wake-ups' share (the oldest runs), else a batch of
@@ -392,11 +384,15 @@ private:
     std::uint64_t seen_wake_pushes_ = 0;  // Scheduler::global_wake_pushes() at the last look
     bool global_maybe_ = false;           // the global wake queue may hold tasks
     std::uint32_t global_run_ = 0;        // global wake-ups run since the last local queue pop
-    // Global wake-ups that the last share moved into wakes_ and this worker has not popped
-    // yet (thieves may have taken some: at most that many, never more than wakes_ holds).
-    // While it is not 0 the global queue waits (take_global_wake): the share is older. An
-    // overflow (overflow_wake) zeroes it: the oldest part went back to the global queue.
-    std::uint32_t pulled_ = 0;
+    // The wake queue's index just past the last share of global wake-ups moved into it
+    // (pull_global_wakes). While the queue's top is below it, some of the share (or a
+    // wake-up queued before it) is still there, and the global queue waits
+    // (take_global_wake): those are older. Thieves that take part of the share move the top
+    // as the owner's pops do, so the share's turn ends as soon as this worker sees its last
+    // task gone (a relaxed load of the top: at the latest at its next pop). An overflow
+    // (overflow_wake) resets it to 0: the oldest part went back to the global queue, which
+    // runs first.
+    std::int64_t share_end_ = 0;
     bool oldest_spawn_next_ = false;  // the spawn deque's next task is its oldest (interval)
     std::uint64_t poll_ticks_ = 0;    // wake_stamp()'s reading for this poll; 0: none yet
     // Relaxed: hints for the watchdog and thieves; the slot's exchange is what decides.

@@ -180,6 +180,43 @@ TEST_CASE("a full deque accepts a push again after a steal") {
     CHECK(pop_all(d) == std::vector<int>{3, 2});
 }
 
+TEST_CASE("top_index counts every item taken from the top, by the owner or by a thief") {
+    // A worker marks a share of global wake-ups by the index past its end and lets the global
+    // queue wait while the top is below it (runtime/worker.hpp, "Input first"): the index has
+    // to move for a thief's steal as for the owner's own pops, and never for a push.
+    ChaseLevDeque<int> d(16);
+    ChaseLevDeque<int> thief(16);
+    CHECK(d.top_index() == 0);
+    CHECK(d.bottom_index() == 0);
+    for (int i = 0; i < 8; ++i) REQUIRE(d.push(i));
+    const std::int64_t share_end = d.bottom_index();
+    CHECK(share_end == 8);
+    CHECK(d.top_index() == 0);
+    int x = -1;
+    REQUIRE(d.pop_top(x));  // the owner runs the share's oldest
+    CHECK(x == 0);
+    CHECK(d.top_index() == 1);
+    int first = -1;
+    const std::size_t stolen = d.steal_into(thief, first);  // a thief takes half of the rest
+    CHECK(stolen == 4);
+    CHECK(first == 1);
+    CHECK(d.top_index() == 5);
+    REQUIRE(d.push(100));  // a younger wake-up of the owner's own
+    CHECK(d.top_index() == 5);
+    CHECK(d.bottom_index() == 9);
+    // Three of the share are left, and its turn ends after them. (A count of the share's 8
+    // items, taken down by the owner's own pops only, would still say 4 then.)
+    for (int want = 5; want < 8; ++want) {
+        CHECK(d.top_index() < share_end);
+        REQUIRE(d.pop_top(x));
+        CHECK(x == want);
+    }
+    CHECK(d.top_index() == share_end);
+    REQUIRE(d.pop_top(x));
+    CHECK(x == 100);
+    CHECK(d.top_index() == 9);
+}
+
 TEST_CASE("the ring keeps order across many wrap-arounds") {
     ChaseLevDeque<int> d(4);
     ChaseLevDeque<int> thief(4);

@@ -5,7 +5,9 @@
 //
 // Every case runs on one worker and counts polls, not time: the test's own tasks count each
 // resumption, so "how long a task waited" is the number of other polls between its wake-up
-// and its own poll, the same on a quiet machine and on a loaded one.
+// and its own poll, the same on a quiet machine and on a loaded one. One case runs on two,
+// a share of the global wake queue stolen in part: gates held by its tasks fix the order of
+// every step, and it checks the order in which the tasks ran.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -21,9 +23,11 @@
 #include <eddy/sync/notify.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/runtime/spawn.hpp>
+#include <eddy/runtime/this_worker.hpp>
 #include <eddy/runtime/when_all.hpp>
 #include <eddy/runtime/yield_now.hpp>
 #include <eddy/tasks/task.hpp>
+#include <eddy/time/sleep.hpp>
 
 using eddy::JoinHandle;
 using eddy::Notify;
@@ -396,6 +400,137 @@ TEST_CASE("the older half of an overflowing wake queue runs before the rest of a
                                           << "th, the first woken here " << at[kAll] << "th");
     CHECK(at[moved_youngest] < at[kAll - 1]);
     CHECK(at[moved_youngest] < at[kAll]);
+}
+
+/// Spins until `go` (bounded: a broken assumption fails the test instead of hanging it).
+bool spin_until(const std::atomic<bool>& go) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!go.load(std::memory_order_acquire)) {
+        if (std::chrono::steady_clock::now() > give_up) return false;
+        std::this_thread::yield();
+    }
+    return true;
+}
+
+/// The two-worker case below: who ran when, and the gates between its steps.
+struct StolenShare {
+    static constexpr std::size_t kShare = 12, kS = kGlobalRun + kShare, kL = 4, kG = 8;
+    // A task of the share: at most kGlobalRun run one by one before the pull (the block_on
+    // task's own wake-up may be one of them).
+    static constexpr std::size_t kFirst = kGlobalRun;
+    std::vector<std::unique_ptr<Notify>> s, l;  // the share's (and the singles'), the local ones
+    std::vector<std::unique_ptr<Notify>> g;     // the global ones that come after the share
+    std::atomic<std::size_t> waiting{0};
+    std::atomic<std::size_t> seq{0};
+    std::vector<std::atomic<std::size_t>> at = std::vector<std::atomic<std::size_t>>(kS + kL + kG);
+    std::atomic<std::size_t> holder_worker{99};
+    std::atomic<bool> holder_runs{false}, release_holder{false}, main_holds{false}, s_queued{false};
+    std::atomic<bool> stolen_ran{false}, g_go{false}, g_queued{false}, finished{false}, gave_up{false};
+    std::atomic<std::size_t> last_done{0};
+
+    StolenShare() {
+        for (std::size_t i = 0; i < kS; ++i) s.push_back(std::make_unique<Notify>());
+        for (std::size_t i = 0; i < kL; ++i) l.push_back(std::make_unique<Notify>());
+        for (std::size_t i = 0; i < kG; ++i) g.push_back(std::make_unique<Notify>());
+    }
+    void note(std::size_t id) { at[id].store(seq.fetch_add(1) + 1); }
+    void wait(const std::atomic<bool>& go) {
+        if (!spin_until(go)) gave_up.store(true);
+    }
+    /// One of the last kL + kG tasks ran: the last one lets the other worker go on.
+    void one_done() {
+        if (last_done.fetch_add(1) + 1 == kL + kG) finished.store(true, std::memory_order_release);
+    }
+};
+
+Task<void> share_task(StolenShare& t, std::size_t i) {
+    t.waiting.fetch_add(1);
+    co_await t.s[i]->notified();
+    if (i == StolenShare::kFirst) {
+        // Holds its worker (Y) until the other (X, let go now) has stolen part of the share,
+        // then lets the feeder queue kG global wake-ups (younger than the share), and then
+        // wakes kL tasks here (younger still: the last into the LIFO slot, the others into
+        // the wake queue, behind the rest of the share).
+        t.release_holder.store(true, std::memory_order_release);
+        t.wait(t.stolen_ran);
+        t.g_go.store(true, std::memory_order_release);
+        t.wait(t.g_queued);
+        for (auto& n : t.l) n->notify_one();
+    } else if (i > StolenShare::kFirst && eddy::this_worker::index() == t.holder_worker.load()) {
+        // Stolen: the first to run on X holds it until Y has run the rest.
+        if (!t.stolen_ran.exchange(true)) t.wait(t.finished);
+    }
+    t.note(i);
+}
+
+Task<void> later_task(StolenShare& t, Notify& n, std::size_t id) {
+    t.waiting.fetch_add(1);
+    co_await n.notified();
+    t.note(id);
+    t.one_done();
+}
+
+/// Keeps X busy until a task of the share (kFirst) lets it go.
+Task<void> holder(StolenShare& t) {
+    t.holder_worker.store(eddy::this_worker::index().value_or(99));
+    t.holder_runs.store(true, std::memory_order_release);
+    t.wait(t.release_holder);
+    co_return;
+}
+
+TEST_CASE("a share's turn ends with its last task, also when another worker stole part of it") {
+    // Worker Y pulls a share of the global wake queue; worker X steals half of what is left
+    // of it; then kG wake-ups arrive in the global queue, and a task of the share (on Y)
+    // wakes kL tasks on Y. Y runs the rest of its part of the share, then the kG global
+    // wake-ups, which are older than its own kL. Counting the share down with Y's own pops
+    // kept Y off the global queue for as many more pops as X stole: the kL local ones ran
+    // first.
+    StolenShare t;
+    std::jthread feeder([&] {  // joins even if the runtime throws
+        t.wait(t.main_holds);
+        for (auto& n : t.s) n->notify_one();
+        t.s_queued.store(true, std::memory_order_release);
+        t.wait(t.g_go);
+        for (auto& n : t.g) n->notify_one();
+        t.g_queued.store(true, std::memory_order_release);
+    });
+    Runtime rt(RuntimeConfig{.workers = 2});
+    std::size_t main_worker = 99;
+    std::uint64_t stolen_before = 0;
+    rt.block_on([&]() -> Task<void> {
+        std::vector<JoinHandle<void>> tasks;
+        for (std::size_t i = 0; i < StolenShare::kS; ++i) tasks.push_back(eddy::spawn(share_task(t, i)));
+        for (std::size_t i = 0; i < StolenShare::kL; ++i)
+            tasks.push_back(eddy::spawn(later_task(t, *t.l[i], StolenShare::kS + i)));
+        for (std::size_t i = 0; i < StolenShare::kG; ++i)
+            tasks.push_back(eddy::spawn(later_task(t, *t.g[i], StolenShare::kS + StolenShare::kL + i)));
+        tasks.push_back(eddy::spawn(holder(t)));
+        // Woken through the reactor, so on whichever worker is free: Y, once X holds.
+        while (t.waiting.load() < StolenShare::kS + StolenShare::kL + StolenShare::kG || !t.holder_runs.load())
+            co_await eddy::sleep(std::chrono::milliseconds(1));
+        main_worker = eddy::this_worker::index().value_or(99);
+        if (main_worker < 2) stolen_before = rt.metrics().workers[1 - main_worker].tasks_stolen;
+        // Y held while the feeder queues the share's tasks: then it runs up to kGlobalRun of
+        // them one by one and pulls the rest into its wake queue.
+        t.main_holds.store(true, std::memory_order_release);
+        t.wait(t.s_queued);
+        for (auto& h : tasks) co_await std::move(h);
+    }());
+    feeder.join();
+    REQUIRE_FALSE(t.gave_up.load());
+    REQUIRE(main_worker < 2);
+    REQUIRE(main_worker != t.holder_worker.load());
+    // X stole from Y's wake queue (half of the share's rest), not one by one from the global queue.
+    CHECK(rt.metrics().workers[1 - main_worker].tasks_stolen - stolen_before >= 2);
+    for (std::size_t id = 0; id < t.at.size(); ++id) REQUIRE(t.at[id].load() != 0);
+    std::size_t last_global = 0, first_local = SIZE_MAX;
+    for (std::size_t i = 0; i < StolenShare::kG; ++i)
+        last_global = std::max(last_global, t.at[StolenShare::kS + StolenShare::kL + i].load());
+    for (std::size_t i = 0; i + 1 < StolenShare::kL; ++i)  // the last one ran from the LIFO slot
+        first_local = std::min(first_local, t.at[StolenShare::kS + i].load());
+    INFO("the last global wake-up ran " << last_global << "th, the first local one in the wake queue " << first_local
+                                        << "th");
+    CHECK(last_global < first_local);
 }
 
 Task<std::uint64_t> fib(unsigned n) {

@@ -22,8 +22,9 @@
 //      it is woken, and so is a task of another runtime that awaits its JoinHandle (queued
 //      on its own runtime: see "Joins across runtimes" in frame_header.hpp). A task of this
 //      runtime that awaits a task of another one withdraws from that join as its frame is
-//      destroyed, waiting if that task's completer is handing it over right then. Destroying a frame destroys what it owns: its awaited child tasks,
-//      when_all children, and JoinHandles, which detach their tasks (destroyed in turn).
+//      destroyed, waiting if that task's completer is handing it over right then. Destroying a
+//      frame destroys what it owns: its awaited child tasks, when_all children, and
+//      JoinHandles, which detach their tasks (destroyed in turn).
 // Steps 3 and 4 run with no worker alive, so no frame can be resumed while it is destroyed.
 //
 // # Who sees this header

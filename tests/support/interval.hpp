@@ -47,7 +47,8 @@ using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 /// One tick as the consumer saw it: the runtime's clock (eddy::time::now(), steady_clock on a
-/// real clock) before the co_await, the time point the tick returned, and the clock after it. The Interval read "now" somewhere in [before, after].
+/// real clock) before the co_await, the time point the tick returned, and the clock after it.
+/// The Interval read "now" somewhere in [before, after].
 struct Take {
     Clock::time_point before;
     Clock::time_point at;

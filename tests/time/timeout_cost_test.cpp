@@ -1,8 +1,8 @@
 // tests/time/timeout_cost_test.cpp: what a timeout that does not fire costs, counted rather than
 // timed: no heap allocation beyond the awaited task's own frame (none at all when frames come
-// from the frame pool), no reactor operation, and no timer left armed. This file replaces the global operator new (counting per thread), so
-// it is an executable of its own; not in the TSan build, whose runtime defines operator new
-// itself (the release and ASan builds count).
+// from the frame pool), no reactor operation, and no timer left armed. This file replaces the
+// global operator new (counting per thread), so it is an executable of its own; not in the
+// TSan build, whose runtime defines operator new itself (the release and ASan builds count).
 #include <doctest/doctest.h>
 
 #include <chrono>

@@ -30,9 +30,10 @@
 //! call, so a test whose client and server both run in the runtime sees data before the
 //! timeout. (On TCP only with `set_nodelay(true)`: Nagle's algorithm holds a small segment
 //! until the previous one is acknowledged, up to the peer's 40 ms delayed ACK, which a peer
-//! that also writes, a TLS server sending its session tickets, turns on.) What is not quiet-safe: I/O that completes later in real time (a disk read going to
-//! the device, a remote peer, another process): under `paused` a timeout around it may
-//! expire first. Use `manual` or a real clock for those.
+//! that also writes, a TLS server sending its session tickets, turns on.) What is not
+//! quiet-safe: I/O that completes later in real time (a disk read going to the device, a
+//! remote peer, another process): under `paused` a timeout around it may expire first. Use
+//! `manual` or a real clock for those.
 //!
 //! # advance(d)
 //! Moves the clock from now to now + d: step by step to each timer due by then, in deadline

@@ -1,10 +1,11 @@
 //! eddy/tasks/errors.hpp: the exceptions eddy throws, each a type of its own so that it can be
 //! caught on purpose.
 //!
-//! Misuse (BrokenTask, WrongThread, RuntimeStopped, NotAbortable, TaskLocalUnset): every error a caller can provoke by using
-//! the API wrongly is one of these. Outcomes of concurrent work (OperationCancelled, TimedOut,
-//! TaskAborted, ChannelClosed): how a task learns that it was cancelled, ran out of time, or lost its peer.
-//! I/O failures are std::system_error carrying the errno (see eddy/io).
+//! Misuse (BrokenTask, WrongThread, RuntimeStopped, NotAbortable, TaskLocalUnset): every error
+//! a caller can provoke by using the API wrongly is one of these. Outcomes of concurrent work
+//! (OperationCancelled, TimedOut, TaskAborted, ChannelClosed): how a task learns that it was
+//! cancelled, ran out of time, or lost its peer. I/O failures are std::system_error carrying
+//! the errno (see eddy/io).
 //! @file
 #pragma once
 

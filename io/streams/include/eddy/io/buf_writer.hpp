@@ -13,7 +13,8 @@
 //! dropped. Call flush() before the writer goes (a debug build does not check this).
 //!
 //! Errors are the stream's. If a flush fails, the bytes stay buffered, but how many of them
-//! the peer got is unknown, as with any failed write: a stream that failed is usually closed. One operation at a time; reading the same stream meanwhile is fine.
+//! the peer got is unknown, as with any failed write: a stream that failed is usually closed.
+//! One operation at a time; reading the same stream meanwhile is fine.
 //! @file
 #pragma once
 

@@ -7,11 +7,12 @@
 //!
 //! The descriptor may be blocking or not (a non-blocking one that is not ready is polled for
 //! readiness, then retried). A read first tries preadv2(RWF_NOWAIT) on the worker, so data
-//! that is already there (page cache, a filled pipe) costs no trip through the reactor. Reads and writes use the file position, like read(2)/write(2).
-//! Errors are std::system_error carrying the errno (e.g. EBADF); a stop requested on
-//! `token` cancels the operation (std::errc::operation_canceled) once the kernel has let go
-//! of the buffer. `buf` (and for readv/writev the iovec array and what it points to) must stay
-//! valid until the co_await returns. At most IOV_MAX (1024) iovecs (EINVAL beyond).
+//! that is already there (page cache, a filled pipe) costs no trip through the reactor. Reads
+//! and writes use the file position, like read(2)/write(2). Errors are std::system_error
+//! carrying the errno (e.g. EBADF); a stop requested on `token` cancels the operation
+//! (std::errc::operation_canceled) once the kernel has let go of the buffer. `buf` (and for
+//! readv/writev the iovec array and what it points to) must stay valid until the co_await
+//! returns. At most IOV_MAX (1024) iovecs (EINVAL beyond).
 //! @file
 #pragma once
 

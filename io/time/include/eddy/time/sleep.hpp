@@ -9,10 +9,11 @@
 //! reached (zero or negative duration) completes without suspending. A sleep is queued on the
 //! calling worker's timer queue (eddy/time/detail/timer.hpp); the reactor thread sleeps in the
 //! kernel until the earliest deadline of all queues and resumes what is due: a sleep costs no
-//! system call of its own, and one cancelled before it fires costs no trip to the reactor. Cancelled through its stop_token or the task's
-//! cancellation, the sleep throws eddy::OperationCancelled (a std::system_error with
-//! std::errc::operation_canceled). A sleep that has to suspend throws
-//! eddy::WrongThread off a worker thread (one already due completes anywhere).
+//! system call of its own, and one cancelled before it fires costs no trip to the reactor.
+//! Cancelled through its stop_token or the task's cancellation, the sleep throws
+//! eddy::OperationCancelled (a std::system_error with std::errc::operation_canceled). A sleep
+//! that has to suspend throws eddy::WrongThread off a worker thread (one already due completes
+//! anywhere).
 //! @file
 #pragma once
 

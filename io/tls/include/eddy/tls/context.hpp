@@ -8,7 +8,8 @@
 //! A copyable handle: copies share one SSL_CTX (reference-counted), and every Stream keeps the
 //! one it was made with alive. Configure it before the first stream uses it; after that it is
 //! only read, from any thread, except use_certificate(): a reload, safe at any time.
-//! Failures throw tls::Error with errc::setup (OpenSSL's reason in the message: "No such file or directory", "key values mismatch", ...).
+//! Failures throw tls::Error with errc::setup (OpenSSL's reason in the message: "No such file
+//! or directory", "key values mismatch", ...).
 //!
 //! Defaults: TLS 1.2 at least (OpenSSL's own cipher choice); a client verifies the server's
 //! certificate against the system's trust store (and the name given to connect()); a server

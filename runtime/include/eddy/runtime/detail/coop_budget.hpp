@@ -5,12 +5,13 @@
 // A worker gives every task it polls (each queue item it runs) kCoopBudget units. Every
 // operation that completes without suspending (a socket, pipe or file fast path, a channel,
 // oneshot, mutex, semaphore, event or latch wait that is granted at once, a JoinHandle of a
-// finished task, a sleep whose deadline passed) calls coop_yield(h) where it would have returned "do not suspend". The call
-// that spends the last unit queues the task behind every other runnable task of its worker
-// (the same place as yield_now) and makes the awaiter suspend after all: the operation's
-// result waits in the awaiter, and the task gets it when it runs again. So a task whose I/O
-// is always ready gives its worker back every kCoopBudget operations, and the reactor's
-// completions, the global queue and the other tasks get their turn.
+// finished task, a sleep whose deadline passed) calls coop_yield(h) where it would have
+// returned "do not suspend". The call that spends the last unit queues the task behind every
+// other runnable task of its worker (the same place as yield_now) and makes the awaiter
+// suspend after all: the operation's result waits in the awaiter, and the task gets it when it
+// runs again. So a task whose I/O is always ready gives its worker back every kCoopBudget
+// operations, and the reactor's completions, the global queue and the other tasks get their
+// turn.
 //
 // Cost on the fast path: a thread-local load, a compare, a decrement and a store.
 #pragma once

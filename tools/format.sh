@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/format.sh: lays out every tracked .cpp and .hpp by the root .clang-format, in place.
 # tools/format.sh --check: changes nothing; lists each file that would change (with how many
-# of its lines) and exits 1 if any would.
+# of its lines), and each line past the 120 columns of .clang-format that it leaves alone (a
+# comment: ReflowComments is off), and exits 1 if there is any.
 # Needs clang-format 14 (Debian package clang-format-14): another version lays some
 # constructs out differently, so the check would flag files nobody touched. A folder can opt
 # out with its own .clang-format (tests/compile_fail/ does: DisableFormat).
@@ -33,8 +34,17 @@ report=$(git ls-files -z '*.cpp' '*.hpp' | xargs -0 -P2 -n1 bash -c '
     n=$(grep -c "^<" <<<"$d" || true)
     if ((n == 0)); then n=$(grep -c "^>" <<<"$d"); fi  # only lines added (a namespace comment)
     echo "$n lines: $1"' _)
+status=0
 if [[ -n $report ]]; then
     sort -t: -k2 <<<"$report"
     echo "$0: $(wc -l <<<"$report") files differ from .clang-format; tools/format.sh formats them" >&2
-    exit 1
+    status=1
 fi
+# Counted in characters, not bytes (a comment may hold a non-ASCII sign).
+long=$(git ls-files -z '*.cpp' '*.hpp' | LC_ALL=C.UTF-8 xargs -0 grep -nE '^.{121,}' | cut -d: -f1,2 || true)
+if [[ -n $long ]]; then
+    echo "$long"
+    echo "$0: $(wc -l <<<"$long") lines past 120 columns; wrap them by hand" >&2
+    status=1
+fi
+exit $status

@@ -180,8 +180,8 @@ public:
 
     /// Any thread: the index of the oldest item, that is how many items were ever taken
     /// from the top (by pop_top, pop_top_batch, thieves, and pop()'s race for the last
-    /// item). It only grows. Relaxed: a hint for the owner's choice of what runs next, which synchronizes
-    /// nothing; the CAS of whoever takes an item decides who has it.
+    /// item). It only grows. Relaxed: a hint for the owner's choice of what runs next, which
+    /// synchronizes nothing; the CAS of whoever takes an item decides who has it.
     std::int64_t top_index() const noexcept { return top_.load(std::memory_order_relaxed); }
     /// Owner: the index the next push takes. Relaxed: the owner is bottom's only writer.
     std::int64_t bottom_index() const noexcept { return bottom_.load(std::memory_order_relaxed); }

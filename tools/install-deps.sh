@@ -6,9 +6,11 @@
 # netcat-openbsd); cmake for the install/cmake test (a CMake project taking the installed eddy
 # with find_package; it runs the Ninja generator, so no make). --anchors adds what the benchmark anchors of ../shared/anchors
 # need: Debian's cargo and Tokio crate sources (Tokio anchor, built offline) and standalone Asio
-# (Asio anchor; loadgen needs only g++).
+# (Asio anchor; loadgen needs only g++). ccache: a second build of the same sources (another
+# clone, a build directory configured again) takes its objects from the cache.
 set -euo pipefail
 pkgs=(g++ clang libclang-rt-14-dev meson ninja-build pkg-config
+      ccache  # meson compiles through it when present; tools/test.sh sets it up to be shared by clones
       cmake   # tests/install/cmake_test.sh: find_package(eddy) from a CMake project
       liburing-dev libconcurrentqueue-dev doctest-dev python3
       libssl-dev openssl wrk redis-tools

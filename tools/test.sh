@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# tools/test.sh: the README's test command (and CI's). Installs what is missing, then builds
-# and tests eddy three ways, each in its own build directory:
-#   build          g++, release                     unit, headers, examples, stress, install, docs
-#   build-asan     clang, ASan + UBSan (+LeakSan)   unit, headers, examples, stress, install*
-#   build-tsan     clang, TSan, 4-slot deques       unit, headers, examples, stress, install*
+# tools/test.sh [--quick]: the README's test command (and CI's). Installs what is missing, then
+# builds and tests eddy three ways, each in its own build directory:
+#   build          g++, release                     unit, headers, examples, stress, install, docs, tools
+#   build-asan     clang, ASan + UBSan (+LeakSan)   unit, examples, stress, install*
+#   build-tsan     clang, TSan, 4-slot deques       unit, examples, stress, install*
+# --quick: the edit-compile-test loop: `build` only, every suite once, no pass beside the hog.
+#
+# Compile once: the builds go through ccache (tools/install-deps.sh installs it), set up so that
+# another clone of the same tree on the same machine hits the cache. meson names every source
+# and include directory relative to the build directory, so the commands are the same in any
+# clone; the sanitizer builds' line tables would still hash the working directory, so ccache
+# is told not to (CCACHE_NOHASHDIR) and clang writes "." as their compilation directory
+# (-fdebug-compilation-dir=.): a report names files relative to the build directory.
+#
 # Suite 'install' (tests/install/): install/pkg-config (meson install --destdir, then a program
 # built with `pkg-config --cflags --libs eddy` against that copy) and install/cmake (the same
 # copy taken by a CMake project with find_package(eddy)) run in all three, built with the
 # build's compiler and -fsanitize flags; install/subproject (eddy via dependency('eddy') in
-# a temporary meson project: it compiles the library again) runs only in `build` (*: to save
-# time, and a sanitizer adds nothing there). The suite adds about a minute to `build`.
+# a temporary meson project: it compiles the library again) runs only in `build` (*: a
+# sanitizer adds nothing there).
 # Sanitizer builds use clang 14: it makes symmetric transfer a real tail call under the
 # sanitizers (g++ 12 does not), which the million-deep await chain test needs.
 # build-asan takes its frames from operator new (-Dframe_pool=false): LeakSan does not see
@@ -19,24 +28,69 @@
 # build-tsan (stress/frame_pool_stress among others).
 # The sanitizer builds keep line tables only (-gline-tables-only overrides debugoptimized's
 # -g): a report's stack still names file, line and inlined frames, and the compile is about
-# a sixth cheaper. They build no tests/headers programs (tests/meson.build: the release build
-# checks that each public header stands alone).
+# a sixth cheaper. What is a property of the text, not of how the code runs, is checked in
+# `build` alone (tests/meson.build): that each public header stands alone (suite 'headers'),
+# the docs' code (suite 'docs', -Ddoc_tests=disabled here), the layout, the layers and the
+# tools (suite 'tools').
 # Task dumps (-Dtask_dump, off by default) are on in both sanitizer builds: their full tests
 # run there; `build` runs the default, where a dump lists tasks without their waits.
-# Each build's suites (but 'install', and 'compile_fail', 'docs' and 'tools', which check what
-# is compiled, written and laid out, not how anything runs) then run a second time beside a CPU hog
-# (tools/beside_hog.sh: two busy loops, one per core of the CI machine): a test must hold on
-# a loaded machine, so it counts events rather than timing them, and where time is the point
-# its bound is wide. The second pass costs about four minutes and no build.
-# Suite 'docs' (tests/docs/): every C++ block of README.md, docs/ and benchmarks/README.md
-# compiled, and run where it is a program; only in `build` (-Ddoc_tests=disabled in the
-# sanitizer builds: the blocks call the library the other suites already test there).
-# Ends with one line "tests: N passed, N failed" summing all six runs.
+# Each build's suites then run a second time beside a CPU hog (tools/beside_hog.sh: two busy
+# loops, one per core of the CI machine): a test must hold on a loaded machine, so it counts
+# events rather than timing them, and where time is the point its bound is wide. Left out of
+# that pass are the suites whose outcome cannot depend on timing: 'headers', 'compile_fail',
+# 'docs' and 'tools' check what is compiled, written and laid out, and 'install' what is
+# installed.
+# Ends with the wall time of each stage, then one line "tests: N passed, N failed" summing
+# every pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/install-deps.sh
+quick=false
+case ${1:-} in
+--quick) quick=true ;;
+"") ;;
+*)
+    echo "usage: $0 [--quick]" >&2
+    exit 2
+    ;;
+esac
 
-setup() {  # setup DIR [meson options...]: (re)configure DIR
+stage_names=()
+stage_secs=()
+stage() {  # stage LABEL COMMAND...: runs COMMAND and notes its wall time for the closing table
+    local label=$1 start=$SECONDS
+    shift
+    "$@"
+    stage_names+=("$label")
+    stage_secs+=($((SECONDS - start)))
+}
+print_stage_times() {
+    echo "== wall time per stage"
+    local i
+    for i in "${!stage_names[@]}"; do
+        printf '  %-44s %5d s\n' "${stage_names[$i]}" "${stage_secs[$i]}"
+    done
+    printf '  %-44s %5d s\n' "all" "$SECONDS"
+}
+trap 'status=$?; ((status == 0)) || print_stage_times' EXIT
+
+stage "install what is missing" bash tools/install-deps.sh
+
+launcher=""
+if command -v ccache >/dev/null; then
+    export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true
+    launcher="ccache "
+fi
+ccache_counts() {  # hits and misses so far, "H M" ("0 0" without ccache)
+    if [[ -z $launcher ]]; then
+        echo "0 0"
+        return
+    fi
+    ccache --print-stats | awk '$1 ~ /^(direct|preprocessed)_cache_hit$/ {h += $2}
+                                $1 == "cache_miss" {m += $2} END {print h + 0, m + 0}'
+}
+read -r hits_before misses_before < <(ccache_counts)
+
+setup() {  # setup DIR [meson options...]: (re)configures DIR
     local dir=$1
     shift
     if [[ -f "$dir/build.ninja" ]]; then
@@ -44,6 +98,16 @@ setup() {  # setup DIR [meson options...]: (re)configure DIR
     else
         meson setup "$dir" "$@" >/dev/null
     fi
+}
+build() {  # build DIR: ninja, quietly; on failure the compiler's messages
+    local log
+    log=$(mktemp)
+    if ! ninja -C "$1" >"$log" 2>&1; then
+        grep -v '^\[[0-9]*/[0-9]*\] ' "$log" | tail -200
+        rm -f "$log"
+        return 1
+    fi
+    rm -f "$log"
 }
 
 passed=0
@@ -66,30 +130,43 @@ suites() {  # suites LABEL [command...]: runs the command (a meson test), tallie
     rm -f "$log"
 }
 
-run() {  # run NAME DIR [env...]: builds DIR, runs all its suites, then the runtime ones beside the hog
+run() {  # run NAME DIR [env...]: builds DIR, runs all its suites, then again beside the hog
     local name=$1 dir=$2
     shift 2
     echo "== $name: building ($dir)"
-    ninja -C "$dir" >/dev/null
+    stage "$name: build" build "$dir"
     local test=(env "$@" meson test -C "$dir" --print-errorlogs --num-processes 2)
-    suites "$name: testing" "${test[@]}"
-    suites "$name: testing beside a CPU hog" bash tools/beside_hog.sh "${test[@]}" --no-suite install \
-        --no-suite compile_fail --no-suite docs --no-suite tools
+    stage "$name: tests" suites "$name: testing" "${test[@]}"
+    if ! $quick; then
+        stage "$name: tests beside a CPU hog" suites "$name: testing beside a CPU hog" \
+            bash tools/beside_hog.sh "${test[@]}" --no-suite install --no-suite headers \
+            --no-suite compile_fail --no-suite docs --no-suite tools
+    fi
 }
 
-setup build --buildtype=release -Dstress_tests=true
+# -Dtests and -Ddoc_tests are named: tools/demo.sh configures the same directory without them.
+stage "g++ release: configure" setup build --buildtype=release -Dstress_tests=true -Dtests=enabled \
+    -Ddoc_tests=enabled
 run "g++ release" build
 
-CC=clang CXX=clang++ setup build-asan --buildtype=debugoptimized -Db_sanitize=address,undefined \
-    -Dcpp_args=-gline-tables-only -Db_lundef=false -Dstress_tests=true -Dbenchmarks=false -Dframe_pool=false -Dtask_dump=true \
-    -Ddoc_tests=disabled
-run "clang ASan+UBSan" build-asan ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=1 \
-    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+if ! $quick; then
+    sanitizer_args=(--buildtype=debugoptimized "-Dcpp_args=-gline-tables-only -fdebug-compilation-dir=."
+                    -Db_lundef=false -Dstress_tests=true -Dbenchmarks=false -Dtask_dump=true -Ddoc_tests=disabled)
+    CC="${launcher}clang" CXX="${launcher}clang++" stage "clang ASan+UBSan: configure" \
+        setup build-asan "${sanitizer_args[@]}" -Db_sanitize=address,undefined -Dframe_pool=false
+    run "clang ASan+UBSan" build-asan ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=1 \
+        UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
-CC=clang CXX=clang++ setup build-tsan --buildtype=debugoptimized -Db_sanitize=thread \
-    -Dcpp_args=-gline-tables-only -Db_lundef=false -Dstress_tests=true -Dsmall_queues=true -Dbenchmarks=false -Dtask_dump=true \
-    -Ddoc_tests=disabled
-run "clang TSan" build-tsan TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+    CC="${launcher}clang" CXX="${launcher}clang++" stage "clang TSan: configure" \
+        setup build-tsan "${sanitizer_args[@]}" -Db_sanitize=thread -Dsmall_queues=true
+    run "clang TSan" build-tsan TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+fi
 
+print_stage_times
+if [[ -n $launcher ]]; then
+    read -r hits_after misses_after < <(ccache_counts)
+    echo "== ccache: $((hits_after - hits_before)) hits, $((misses_after - misses_before)) misses in this run"
+fi
+trap - EXIT
 echo "tests: $passed passed, $failed failed"
 ((failed == 0))

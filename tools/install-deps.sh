@@ -11,6 +11,7 @@
 set -euo pipefail
 pkgs=(g++ clang libclang-rt-14-dev meson ninja-build pkg-config
       ccache  # meson compiles through it when present; tools/test.sh sets it up to be shared by clones
+      lld     # tools/test.sh links the sanitizer builds' programs with it (the release build with gold)
       cmake   # tests/install/cmake_test.sh: find_package(eddy) from a CMake project
       liburing-dev libconcurrentqueue-dev doctest-dev python3
       libssl-dev openssl wrk redis-tools

@@ -1,13 +1,33 @@
 #!/usr/bin/env bash
-# tools/demo.sh: the README's main command. Installs what is missing, builds eddy (release),
-# runs the examples, then the benchmark table beside the Tokio and Asio anchors
-# (`eddy-bench --quick`: every benchmark twice per runtime and worker count, about a minute on
-# an idle 2-core machine, after the build).
+# tools/demo.sh: the README's main command. Installs what is missing, builds eddy (release: the
+# library, the examples and the benchmarks, not the test programs), runs the examples, then the
+# benchmark table beside the Tokio and Asio anchors (`eddy-bench --quick`: every benchmark twice
+# per runtime and worker count, about a minute on an idle 2-core machine, after the build).
+# Ends with the wall time of each step. The build goes through ccache where it is installed
+# (tools/install-deps.sh installs it; meson uses it by itself): after tools/test.sh, or in
+# another clone of the same tree, it takes its objects from the cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+step_names=()
+step_secs=()
+step_start=$SECONDS
+step_done() {  # step_done LABEL: the step since the last one took until now
+    step_names+=("$1")
+    step_secs+=($((SECONDS - step_start)))
+    step_start=$SECONDS
+}
 bash tools/install-deps.sh --anchors
-if [[ -f build/build.ninja ]]; then meson setup --reconfigure build >/dev/null; else meson setup build --buildtype=release >/dev/null; fi
+step_done "install what is missing"
+# The test programs are left out (-Dtests=disabled -Ddoc_tests=disabled): the demo runs none of
+# them, and they are four fifths of a full build. tools/test.sh turns them on again.
+demo_options=(-Dtests=disabled -Ddoc_tests=disabled)
+if [[ -f build/build.ninja ]]; then
+    meson setup --reconfigure build "${demo_options[@]}" >/dev/null
+else
+    meson setup build --buildtype=release "${demo_options[@]}" >/dev/null
+fi
 ninja -C build >/dev/null
+step_done "build (library, examples, benchmarks)"
 
 echo "== examples/issue_program (expects 1053)"
 ./build/examples/issue_program
@@ -45,6 +65,7 @@ wait "$svc_pid" || echo "(service exited with status $?)"
 exec 3>&-
 tail -n +2 "$svc_out"
 rm -f "$svc_out"
+step_done "examples: issue_program, which_worker, basic_async, fizzbuzz, service"
 
 # A server started in the background: start_server NAME, then $srv_pid, $srv_out and $port.
 start_server() {
@@ -79,6 +100,7 @@ redis-cli -p "$port" SET greeting "hello from eddy" | sed 's/^/  redis-cli: /'
 redis-cli -p "$port" GET greeting | sed 's/^/  redis-cli: /'
 redis-benchmark -p "$port" -c 16 -n 20000 -t set,get -q | tr '\r' '\n' | grep 'per second' | sed 's/^/  redis-benchmark: /'
 stop_server
+step_done "examples: http_hello and kv_server with wrk and redis-benchmark"
 
 # The Tokio anchor needs cargo >= 1.65 (it uses let-else): Debian 12's own (installed above) is
 # 1.65; a newer one first on PATH (rustup) works too.
@@ -102,5 +124,12 @@ if [[ -d "$shared" ]]; then
     g++ -std=c++20 -O2 -pthread -o "$shared/loadgen/loadgen" "$shared/loadgen/loadgen.cpp" ||
         echo "(loadgen did not build: echo_server is left out)"
 fi
+step_done "anchors: Tokio, Asio, loadgen"
 echo "== benchmarks (medians; shared/bench/SPEC.md)"
 ./tools/eddy-bench --quick
+step_done "benchmark table"
+echo "== wall time per step"
+for i in "${!step_names[@]}"; do
+    printf '  %-64s %5d s\n' "${step_names[$i]}" "${step_secs[$i]}"
+done
+printf '  %-64s %5d s\n' "all" "$SECONDS"

@@ -65,7 +65,7 @@ wait "$svc_pid" || echo "(service exited with status $?)"
 exec 3>&-
 tail -n +2 "$svc_out"
 rm -f "$svc_out"
-step_done "examples: issue_program, which_worker, basic_async, fizzbuzz, service"
+step_done "examples: issue_program to service"
 
 # A server started in the background: start_server NAME, then $srv_pid, $srv_out and $port.
 start_server() {
@@ -100,7 +100,7 @@ redis-cli -p "$port" SET greeting "hello from eddy" | sed 's/^/  redis-cli: /'
 redis-cli -p "$port" GET greeting | sed 's/^/  redis-cli: /'
 redis-benchmark -p "$port" -c 16 -n 20000 -t set,get -q | tr '\r' '\n' | grep 'per second' | sed 's/^/  redis-benchmark: /'
 stop_server
-step_done "examples: http_hello and kv_server with wrk and redis-benchmark"
+step_done "examples: http_hello and kv_server under load"
 
 # The Tokio anchor needs cargo >= 1.65 (it uses let-else): Debian 12's own (installed above) is
 # 1.65; a newer one first on PATH (rustup) works too.
@@ -130,6 +130,6 @@ echo "== benchmarks (medians; shared/bench/SPEC.md)"
 step_done "benchmark table"
 echo "== wall time per step"
 for i in "${!step_names[@]}"; do
-    printf '  %-64s %5d s\n' "${step_names[$i]}" "${step_secs[$i]}"
+    printf '  %-40s %5d s\n' "${step_names[$i]}" "${step_secs[$i]}"
 done
-printf '  %-64s %5d s\n' "all" "$SECONDS"
+printf '  %-40s %5d s\n' "all" "$SECONDS"

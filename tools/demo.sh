@@ -2,7 +2,7 @@
 # tools/demo.sh: the README's main command. Installs what is missing, builds eddy (release: the
 # library, the examples and the benchmarks, not the test programs), runs the examples, then the
 # benchmark table beside the Tokio and Asio anchors (`eddy-bench --quick`: every benchmark twice
-# per runtime and worker count, about a minute on an idle 2-core machine, after the build).
+# per runtime and worker count, the servers loaded for 1 s a run).
 # Ends with the wall time of each step. The build goes through ccache where it is installed
 # (tools/install-deps.sh installs it; meson uses it by itself): after tools/test.sh, or in
 # another clone of the same tree, it takes its objects from the cache.

@@ -10,7 +10,8 @@ must be the one written out below by hand; the SVG must parse, hold one bar per 
 per missing ratio, the parity line where the bars start (ratio 1.0), a log2 axis. A fake run
 (shell scripts in place of the benchmark programs and anchors) checks that --from-json prints
 what the run printed, and that fanout_pubsub's rows come from its load client's line and the
-server's stats line at SIGTERM (the scheduling-delay rows only where the server has them).
+server's stats line at SIGTERM (the scheduling-delay rows only where the server has them),
+and that --quick loads the servers for 1 s and the note under the table says so.
 """
 import json
 import math
@@ -314,6 +315,31 @@ class FakeRunTest(Fixture):
         run = eddy_bench("--build", build, "--no-anchors", "--reps", "1", "--workers", "1", "fanout_pubsub")
         self.assertIn("| fanout_pubsub | lines/s room 20 | 1 | 20.0 k |", run.stdout)
         self.assertNotIn("sched", table_of(run.stdout))
+
+    def test_quick_loads_one_second_and_says_so(self):
+        build = self.path("build")
+        self.write_pubsub(build, sched=False)
+        args_log = self.path("pubsub_args")
+        with open(os.path.join(build, "benchmarks", "pubsub_load")) as f:
+            script = f.read()
+        write_script(os.path.join(build, "benchmarks", "pubsub_load"),
+                     'echo "$@" >>%s\n' % args_log + script.split("\n", 1)[1])
+        run = eddy_bench("--build", build, "--no-anchors", "--quick", "--workers", "1",
+                         "fanout_pubsub", "--json", self.path("run.json"))
+        with open(args_log) as f:
+            calls = f.read().splitlines()
+        self.assertEqual(len(calls), 2 * 4)  # --quick: 2 runs, each 2 room sizes x (saturated, paced)
+        for call in calls:
+            self.assertTrue(call.endswith("--secs 1"), call)
+        self.assertIn("window 1, 1 s;", run.stdout)
+        self.assertIn("medians of 2 runs", run.stdout)
+        again = eddy_bench("--from-json", self.path("run.json"))
+        self.assertEqual(again.stdout, run.stdout)
+
+    def test_load_secs_must_be_above_zero(self):
+        bad = eddy_bench("--load-secs", "0", "--no-anchors", check=False)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("--load-secs must be above 0", bad.stderr)
 
 
 if __name__ == "__main__":

@@ -109,6 +109,13 @@ UnhandledExceptionPolicy parse_policy_env(const char* var, std::string_view valu
     reject(var, value, "log, ignore or terminate");
 }
 
+IoDriver parse_driver_env(const char* var, std::string_view value) {
+    if (equals_nocase(value, "auto")) return IoDriver::automatic;
+    if (equals_nocase(value, "io_uring")) return IoDriver::io_uring;
+    if (equals_nocase(value, "epoll")) return IoDriver::epoll;
+    reject(var, value, "auto, io_uring or epoll");
+}
+
 ClockMode parse_clock_env(const char* var, std::string_view value) {
     if (equals_nocase(value, "real")) return ClockMode::real;
     if (equals_nocase(value, "paused")) return ClockMode::paused;
@@ -123,6 +130,8 @@ void validate_config(const RuntimeConfig& c) {
         reject_field("clock", "real, paused or manual", std::to_string(static_cast<int>(c.clock)));
     if (c.ring_entries < 1 || c.ring_entries > RuntimeConfig::kMaxRingEntries)
         reject_field("ring_entries", range(1, RuntimeConfig::kMaxRingEntries), std::to_string(c.ring_entries));
+    if (c.driver != IoDriver::automatic && c.driver != IoDriver::io_uring && c.driver != IoDriver::epoll)
+        reject_field("driver", "automatic, io_uring or epoll", std::to_string(static_cast<int>(c.driver)));
     if (c.thread_name_prefix.empty() || c.thread_name_prefix.find('\0') != std::string::npos)
         reject_field("thread_name_prefix", "a non-empty string without NUL bytes", "'" + c.thread_name_prefix + "'");
     if (c.global_queue_interval < 1 || c.global_queue_interval > RuntimeConfig::kMaxGlobalQueueInterval)
@@ -188,6 +197,7 @@ RuntimeConfig RuntimeConfig::from_env(RuntimeConfig c) {
     if (const char* v = std::getenv("EDDY_WORKERS")) c.workers = parse_count_env("EDDY_WORKERS", v, 1, kMaxWorkers);
     if (const char* v = std::getenv("EDDY_RING_ENTRIES"))
         c.ring_entries = static_cast<unsigned>(parse_count_env("EDDY_RING_ENTRIES", v, 1, kMaxRingEntries));
+    if (const char* v = std::getenv("EDDY_DRIVER")) c.driver = parse_driver_env("EDDY_DRIVER", v);
     if (const char* v = std::getenv("EDDY_THREAD_NAME")) {
         if (*v == '\0') reject("EDDY_THREAD_NAME", v, "a non-empty thread name prefix");
         c.thread_name_prefix = v;

@@ -5,6 +5,7 @@
 // reactor_shutdown.cpp.
 #include "reactor/reactor.hpp"
 
+#include "reactor/epoll_state.hpp"
 #include "reactor/poll_state.hpp"
 #include "time/timer_queue.hpp"
 
@@ -74,18 +75,24 @@ void Reactor::run() noexcept {
             n = next;
         }
         reap();
+        if (epoll_ != nullptr) epoll_fire_deadlines();
         fire_timers();
         flush_ready();
         publish_gauges();
         // Acquire: pairs with shutdown()'s release store.
         if (stop_.load(std::memory_order_acquire)) break;
         if (retry_ != nullptr) {
-            io_uring_submit_and_get_events(&ring_);  // GETEVENTS: deferred completions run too
+            kernel_poll_now();
             continue;
         }
         sleep_in_kernel();
     }
-    drain_for_shutdown();
+    if (epoll_ != nullptr) epoll_drain();
+    else drain_for_shutdown();
+}
+
+void Reactor::kernel_poll_now() {
+    if (epoll_ == nullptr) io_uring_submit_and_get_events(&ring_);  // GETEVENTS: deferred completions run too
 }
 
 void Reactor::take_inbox() {
@@ -110,8 +117,9 @@ void Reactor::take_inbox() {
 void Reactor::handle_node(ReactorNode* node) {
     switch (node->kind) {
     case ReactorNode::Kind::kIo: {
-        stat_operations_.add();
         auto* op = static_cast<IoOperation*>(node);
+        if (epoll_ != nullptr && epoll_pool_returned(op)) return;  // a file pool call ended
+        stat_operations_.add();
         op->taken_ns = clock_ns_;
         if (op->cancel_arrived) {
             complete(op, -ECANCELED);
@@ -177,6 +185,10 @@ void Reactor::make_room() {
 }
 
 void Reactor::reap() {
+    if (epoll_ != nullptr) {
+        epoll_reap();
+        return;
+    }
     for (;;) {
         io_uring_cqe* cqes[64];
         const unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, 64);
@@ -264,6 +276,8 @@ void submit(Reactor& reactor, Operation& op) noexcept { reactor.post_deferred(op
 
 ReactorMetrics Reactor::metrics() const noexcept {
     ReactorMetrics m;
+    m.driver = epoll_ != nullptr ? IoDriver::epoll : IoDriver::io_uring;
+    m.driver_note = driver_note_;
     m.operations = stat_operations_.get();
     m.submissions = stat_submissions_.get();
     m.completions = stat_completions_.get();
@@ -291,7 +305,32 @@ std::unique_ptr<Driver> make_driver(DriverHost& host) {
     if (entries < 1 || entries > 32768)
         throw std::invalid_argument("eddy: RuntimeConfig::ring_entries is " + std::to_string(entries) +
                                     "; it must be between 1 and 32768");
-    return std::make_unique<Reactor>(host, entries);
+    switch (host.config().driver) {
+    case IoDriver::io_uring:
+        return std::make_unique<Reactor>(host, entries);
+    case IoDriver::epoll:
+        return std::make_unique<Reactor>(host, Reactor::ReadinessDriver{}, std::string());
+    case IoDriver::automatic:
+        break;
+    }
+    try {
+        return std::make_unique<Reactor>(host, entries);
+    } catch (const std::system_error& e) {
+        // Refused, not failed: a seccomp filter or security policy (EPERM, EACCES), the
+        // sysctl, or a kernel without io_uring or too old for it (ENOSYS). Anything else (no
+        // lockable memory, a descriptor limit) is the configuration's to fix: thrown as is.
+        const int err = e.code().value();
+        if (e.code().category() != std::system_category() || (err != EPERM && err != EACCES && err != ENOSYS))
+            throw;
+        std::string why = e.what();
+        if (why.rfind("eddy: ", 0) == 0) why.erase(0, 6);
+        // Said once per process: a program that builds a runtime per request must not
+        // flood its log. ReactorMetrics::driver_note says it for every runtime.
+        static std::atomic<bool> said{false};
+        if (!said.exchange(true, std::memory_order_relaxed))
+            std::fprintf(stderr, "eddy: %s; using the readiness driver (epoll)\n", why.c_str());
+        return std::make_unique<Reactor>(host, Reactor::ReadinessDriver{}, std::move(why));
+    }
 }
 
 }  // namespace eddy::detail

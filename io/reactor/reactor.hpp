@@ -78,6 +78,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -98,10 +99,18 @@ class TimerQueue;
 /// type, file_index = the options, addr2 = the siginfo_t, everything else zero.
 inline constexpr int kOpWaitId = 50;
 
+struct EpollState;
+struct FdWatch;
+
 class Reactor final : public Driver {
 public:
+    /// The readiness driver's constructor tag.
+    struct ReadinessDriver {};
     /// Sets up the ring; std::system_error saying why when io_uring is unavailable.
     Reactor(DriverHost& host, unsigned ring_entries);
+    /// The readiness driver (reactor_epoll.cpp): an epoll set instead of the ring. `note`:
+    /// why (ReactorMetrics::driver_note), empty when it was asked for.
+    Reactor(DriverHost& host, ReadinessDriver, std::string note);
     ~Reactor() override;
 
     void start() override;
@@ -125,8 +134,11 @@ public:
     void watch() noexcept override;
     void wake() noexcept override { wake_if_sleeping(); }
     ReactorMetrics metrics() const noexcept override;
-    /// Whether the ring has IORING_OP_WAITID (probed once by the constructor).
+    /// Whether the ring has IORING_OP_WAITID (probed once by the constructor; never with
+    /// the readiness driver).
     bool has_waitid() const noexcept { return waitid_; }
+    /// Whether this is the readiness driver (epoll) rather than io_uring.
+    bool readiness() const noexcept { return epoll_ != nullptr; }
 
 private:
     // user_data values that are not operations (operations are at least 8-aligned).
@@ -148,6 +160,7 @@ private:
     /// quarter of its rate (the timer queues' cache lines bounced between the threads).
     static constexpr std::int64_t kIdleRingWatchNs = 1'000'000;
 
+    void init_queues();  // both constructors: the timer queues and what the loop reserves
     void push(ReactorNode& node) noexcept;
     void wake_if_sleeping() noexcept;
     void run() noexcept;
@@ -185,6 +198,29 @@ private:
     void untrack(Operation* op) noexcept;
     void drain_for_shutdown() noexcept;
     void drop_inbox() noexcept;  // shutdown: what the inbox holds, dropped
+    // The kernel, whichever driver: hand over what is queued and take what is done, without
+    // sleeping (io_uring: submit and run deferred completions; epoll: nothing, reap() looks).
+    void kernel_poll_now();
+    // io/reactor/reactor_epoll.cpp: the readiness driver's side of each step above.
+    int epoll_register(int fd, FdWatch& w) noexcept;  // 0 or an errno
+    void epoll_forget_if_unused(int fd) noexcept;
+    void epoll_arm_poll(PollState* s);
+    void epoll_cancel_poll(PollState* s);
+    void epoll_end_poll(PollState* s, std::int32_t res);
+    void epoll_start_io(IoOperation* op);
+    void epoll_connect(IoOperation* op);
+    void epoll_wait_ready(IoOperation* op);
+    void epoll_unlink(IoOperation* op) noexcept;  // from its descriptor's waiters
+    void epoll_to_pool(IoOperation* op);
+    void epoll_pool_done(IoOperation* op, std::int32_t result);
+    bool epoll_pool_returned(IoOperation* op);  // an inbox node: a pool call that ended?
+    void epoll_cancel(Operation* op);
+    void epoll_fire_deadlines();
+    std::int64_t epoll_earliest_deadline() const noexcept;
+    int epoll_collect(std::int64_t bound_ns);  // waits up to bound (-1: no bound); events handled
+    void epoll_dispatch(std::uint64_t data, std::uint32_t events);
+    void epoll_reap();
+    void epoll_drain() noexcept;
 
     DriverHost& host_;
     io_uring ring_{};
@@ -193,6 +229,8 @@ private:
     bool waitid_ = false;    // the ring has IORING_OP_WAITID (Linux 6.7+); set up before start()
     const bool virtual_;     // the runtime's clock is virtual (runtime/clock.hpp)
     const bool time_io_;     // RuntimeConfig::io_latency_histogram: fill io_latency_
+    std::string driver_note_;             // ReactorMetrics::driver_note
+    std::unique_ptr<EpollState> epoll_;   // the readiness driver's state; null with io_uring
     std::thread thread_;
 
     // The inbox: an intrusive stack of nodes. Release CAS in post() pairs with the acquire

@@ -62,6 +62,10 @@ bool pollable(IoKind k) noexcept {
 }  // namespace
 
 void Reactor::arm_poll(PollState* s) {
+    if (epoll_ != nullptr) {
+        epoll_arm_poll(s);
+        return;
+    }
     if (!s->begin_arm()) {  // closed before we got here
         s->release();       // the node's reference
         return;
@@ -81,6 +85,10 @@ void Reactor::arm_poll(PollState* s) {
 }
 
 void Reactor::cancel_poll(PollState* s) {
+    if (epoll_ != nullptr) {
+        epoll_cancel_poll(s);
+        return;
+    }
     if (s->in_kernel_) {
         io_uring_sqe* sqe = next_sqe();
         io_uring_prep_cancel64(sqe, reinterpret_cast<std::uintptr_t>(s) | kStateBit, 0);
@@ -108,6 +116,10 @@ void Reactor::poll_event(PollState* s, std::int32_t res, bool more) {
 }
 
 void Reactor::start_io(IoOperation* op) {
+    if (epoll_ != nullptr) {
+        epoll_start_io(op);
+        return;
+    }
     const bool linked = op->deadline_ns != kNoDeadline;
     io_uring_sqe* sqe = linked ? next_linked_sqe() : next_sqe();
     switch (op->io) {
@@ -183,6 +195,10 @@ void Reactor::start_io(IoOperation* op) {
 }
 
 void Reactor::submit_poll(IoOperation* op) {
+    if (epoll_ != nullptr) {
+        epoll_wait_ready(op);
+        return;
+    }
     const bool for_write = waits_for_write(op->io);
     const bool linked = op->deadline_ns != kNoDeadline;
     io_uring_sqe* sqe = linked ? next_linked_sqe() : next_sqe();
@@ -193,6 +209,10 @@ void Reactor::submit_poll(IoOperation* op) {
 }
 
 void Reactor::start_cancel(Operation* op) {
+    if (epoll_ != nullptr) {
+        epoll_cancel(op);
+        return;
+    }
     const std::uint64_t target =
         reinterpret_cast<std::uintptr_t>(op) | (op->stage == Operation::Stage::kPolling ? kPollBit : 0);
     io_uring_sqe* sqe = next_sqe();

@@ -2,6 +2,7 @@
 // and the clear error when io_uring cannot be set up.
 #include "reactor/reactor.hpp"
 
+#include "reactor/epoll_state.hpp"
 #include "time/timer_queue.hpp"
 
 #include <pthread.h>
@@ -102,16 +103,21 @@ Reactor::Reactor(DriverHost& host, unsigned ring_entries)
         io_uring_queue_exit(&ring_);
         throw std::system_error(err, std::system_category(), "eddy: eventfd for the reactor");
     }
+    init_queues();
+}
+
+void Reactor::init_queues() {
     ready_.reserve(256);
-    timer_queues_.reserve(host.num_workers());
-    const std::int64_t now = host.clock_now_ns();
-    for (std::size_t i = 0; i < host.num_workers(); ++i)
+    timer_queues_.reserve(host_.num_workers());
+    const std::int64_t now = host_.clock_now_ns();
+    for (std::size_t i = 0; i < host_.num_workers(); ++i)
         timer_queues_.push_back(std::make_unique<TimerQueue>(*this, now));
 }
 
 Reactor::~Reactor() {
     shutdown();
-    io_uring_queue_exit(&ring_);
+    if (epoll_ != nullptr) close(epoll_->fd);
+    else io_uring_queue_exit(&ring_);
     close(event_fd_);
 }
 

@@ -3,6 +3,7 @@
 // futex sleep; the wake-ups by eventfd or futex; and the workers' calls that end a batch.
 #include "reactor/reactor.hpp"
 
+#include "reactor/epoll_state.hpp"
 #include "time/timer_queue.hpp"
 
 #include <linux/futex.h>
@@ -83,18 +84,21 @@ void Reactor::sleep_in_kernel() {
     // Nothing in the ring but our own wake-up read: no completion to batch, so come back
     // only for the watchdog (and the inbox, at the latest then; timers bound it below).
     if (batch && pending_cqes_ <= (wake_armed_ ? 1u : 0u)) bound = kIdleRingWatchNs;
-    const std::int64_t timer = earliest_timer();
+    // The readiness driver's deadlines (with_deadline) bound the sleep as timers do.
+    const std::int64_t timer =
+        epoll_ != nullptr ? std::min(earliest_timer(), epoll_earliest_deadline()) : earliest_timer();
     const std::uint64_t requests = virtual_ ? host_.clock_requests_posted() : 0;
     if (virtual_) {
         if (virtual_time(timer, batch, bound)) return;  // due timers, a jump: go round again
     } else if (timer != TimerQueue::kNone) {
         if (timer <= now) {
-            io_uring_submit_and_get_events(&ring_);
+            kernel_poll_now();
             return;
         }
         if (bound < 0 || timer - now < bound) bound = timer - now;
     }
-    if (batch && io_uring_sq_ready(&ring_) > 0) io_uring_submit(&ring_);  // the futex sleep does not submit
+    if (batch && epoll_ == nullptr && io_uring_sq_ready(&ring_) > 0)
+        io_uring_submit(&ring_);  // the futex sleep does not submit
     // Bounded only if we come back by ourselves within kUnflushedBoundNs: a far timer (a long
     // with_timeout, an idle limit) is as good as no bound for a deferred post.
     // Seq_cst: pairs with post() and post_deferred() (see reactor.hpp), and with
@@ -118,11 +122,18 @@ void Reactor::sleep_in_kernel() {
         sleeping_.store(kAwake, std::memory_order_relaxed);
         wake_at_.store(kAwakeAt, std::memory_order_relaxed);
         if (unwatched) host_.set_unwatched(false);
-        io_uring_submit_and_get_events(&ring_);
+        kernel_poll_now();
         return;
     }
     if (batch) {
         sleep_batching(bound);
+        return;
+    }
+    if (epoll_ != nullptr) {
+        epoll_collect(bound);
+        sleeping_.store(kAwake, std::memory_order_relaxed);  // as below
+        wake_at_.store(kAwakeAt, std::memory_order_relaxed);
+        if (unwatched) host_.set_unwatched(false);
         return;
     }
     __kernel_timespec ts{};
@@ -153,10 +164,15 @@ void Reactor::sleep_batching(std::int64_t bound) {
     syscall(SYS_futex, &sleeping_, FUTEX_WAIT_PRIVATE, kSleepingBatch, &ts, nullptr, 0);
     sleeping_.store(kAwake, std::memory_order_relaxed);
     wake_at_.store(kAwakeAt, std::memory_order_relaxed);
-    io_uring_get_events(&ring_);  // run what completed meanwhile, so that reap() sees it
+    if (epoll_ == nullptr) io_uring_get_events(&ring_);  // run what completed meanwhile, so that reap() sees it
 }
 
 void Reactor::arm_wake() {
+    if (epoll_ != nullptr) {  // the eventfd is in the epoll set for good: only the count
+        ++pending_cqes_;
+        wake_armed_ = true;
+        return;
+    }
     io_uring_sqe* sqe = next_sqe();
     io_uring_prep_read(sqe, event_fd_, &wake_buf_, sizeof wake_buf_, 0);
     io_uring_sqe_set_data64(sqe, kWakeTag);

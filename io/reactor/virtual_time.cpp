@@ -44,7 +44,7 @@ std::int64_t Reactor::timer_now() const noexcept { return virtual_ ? host_.clock
 
 bool Reactor::virtual_time(std::int64_t timer, bool batch, std::int64_t& bound) {
     if (timer <= host_.clock_now_ns()) {  // due already: fire_timers() takes them
-        io_uring_submit_and_get_events(&ring_);
+        kernel_poll_now();
         return true;
     }
     if (batch) return false;  // a worker runs: it wakes us when it parks (worker_out_of_work)
@@ -63,7 +63,7 @@ bool Reactor::quiet() const {
 
 bool Reactor::virtual_step() {
     if (!quiet()) return false;
-    io_uring_submit_and_get_events(&ring_);  // step 2
+    kernel_poll_now();  // step 2
     reap();
     // A wake-up read here (the eventfd's CQE: wake_armed_ is false now) was someone asking
     // the loop to look, shutdown() among them, which only sets stop_ and writes the eventfd:

@@ -59,6 +59,7 @@
 #include <eddy/runtime/config.hpp>
 #include <eddy/runtime/coop.hpp>
 #include <eddy/sync/event.hpp>
+#include <eddy/runtime/io_driver.hpp>
 #include <eddy/runtime/join_handle.hpp>
 #include <eddy/runtime/join_set.hpp>
 #include <eddy/sync/latch.hpp>

@@ -32,6 +32,8 @@
 #include <string>
 #include <string_view>
 
+#include <eddy/runtime/io_driver.hpp>
+
 namespace eddy {
 
 /// Which task a task hook is about (RuntimeConfig::on_task_spawn, on_task_first_poll,
@@ -88,6 +90,11 @@ struct RuntimeConfig {
     /// operations than this may be in flight: a full queue is submitted and refilled.
     /// Default 1024; EDDY_RING_ENTRIES.
     unsigned ring_entries = 1024;
+
+    /// The reactor's kernel interface: `automatic` (the default: io_uring, else the readiness
+    /// driver where the kernel refuses io_uring), `io_uring` or `epoll` (see IoDriver).
+    /// EDDY_DRIVER=auto|io_uring|epoll.
+    IoDriver driver = IoDriver::automatic;
 
     /// Thread names: "<prefix>-worker-N" and "<prefix>-reactor", cut to the 15 bytes Linux
     /// keeps (what `top -H`, `ps -L` and `/proc/<pid>/task/*/comm` show): a name stays whole
@@ -212,7 +219,7 @@ struct RuntimeConfig {
     /// EDDY_RING_ENTRIES, EDDY_THREAD_NAME, EDDY_PIN_WORKERS, EDDY_GLOBAL_QUEUE_INTERVAL,
     /// EDDY_STACK_SIZE, EDDY_UNHANDLED, EDDY_SLOW_POLL_MS, EDDY_MAX_BLOCKING_THREADS,
     /// EDDY_BLOCKING_KEEP_ALIVE_MS, EDDY_BLOCKING_SHUTDOWN_TIMEOUT_MS, EDDY_CLOCK,
-    /// EDDY_POLL_TIME_HISTOGRAM. A set but bad value (empty, not a number, out of
+    /// EDDY_POLL_TIME_HISTOGRAM, EDDY_DRIVER. A set but bad value (empty, not a number, out of
     /// range, an unknown suffix or word) throws std::invalid_argument naming the variable,
     /// the value and what is accepted.
     static RuntimeConfig from_env(RuntimeConfig base);

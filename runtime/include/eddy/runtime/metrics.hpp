@@ -32,6 +32,7 @@
 #include <vector>
 
 #include <eddy/runtime/histogram.hpp>
+#include <eddy/runtime/io_driver.hpp>
 
 namespace eddy {
 
@@ -83,6 +84,12 @@ std::string_view to_string(IoOpKind kind) noexcept;
 /// What the reactor thread did (the io_uring ring). Counters since the runtime started;
 /// gauges as read.
 struct ReactorMetrics {
+    /// The kernel interface in use: IoDriver::io_uring or IoDriver::epoll (never automatic).
+    IoDriver driver = IoDriver::io_uring;
+    /// Why the driver is not the one asked for: with RuntimeConfig::driver `automatic` and
+    /// io_uring refused, the reason ("io_uring is unavailable: permission denied (...)");
+    /// else empty.
+    std::string driver_note;
     std::uint64_t operations = 0;    ///< I/O operations handed to the reactor (not sockets' reads and writes)
     std::uint64_t submissions = 0;   ///< SQEs submitted to the kernel (operations, polls, cancels, wake-up reads)
     std::uint64_t completions = 0;   ///< CQEs reaped

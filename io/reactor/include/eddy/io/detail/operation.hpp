@@ -73,7 +73,8 @@ struct Operation : ReactorNode {
     /// deadline, io/net/socket_deadline.cpp).
     std::coroutine_handle<> waiter{};
     Reactor* reactor = nullptr;
-    /// The kernel's result: a count or -errno. Written by the reactor before it resumes.
+    /// The kernel's result: a count or -errno. Written by the reactor before it resumes (with
+    /// the readiness driver, by the file pool's thread before it posts the operation back).
     std::int32_t result = 0;
     // kCancelRequested | kCompleted: see the protocol above. Acq_rel on both sides.
     std::atomic<std::uint8_t> cancel_flags{0};
@@ -122,6 +123,7 @@ struct IoOperation : Operation {
     std::uint64_t offset = 0;                // file offset (~0: the current position), socklen_t*, statx* or new path
     std::uint32_t op_flags = 0;              // MSG_* flags, accept/open flags
     bool poll_first = false;                 // a non-blocking attempt just failed: wait for readiness first
+    std::uint8_t driver_step = 0;            // reactor thread only: the readiness driver's progress (reactor_epoll.cpp)
     std::int64_t deadline_ns = kNoDeadline;  // see "Deadline" above; set before submission
     KernelTimespec deadline_ts;              // reactor thread only: the link timeout's, until submitted
     std::int64_t taken_ns = 0;               // reactor thread only: when it left the inbox (I/O latency)

@@ -4,7 +4,7 @@
 #   build          g++, release                     unit, headers, examples, stress, install, docs, tools
 #   build-asan     clang, ASan + UBSan (+LeakSan)   unit, examples, stress, install*
 #   build-tsan     clang, TSan, 4-slot deques       unit, examples, stress, install*
-# --quick: the edit-compile-test loop: `build` only, every suite once, no pass beside the hog.
+# --quick: the edit-compile-test loop: `build` only, every suite once (io_uring), no second pass.
 #
 # Compile once: the builds go through ccache (tools/install-deps.sh installs it), set up so that
 # another clone of the same tree on the same machine hits the cache. meson names every source
@@ -35,11 +35,14 @@
 # Task dumps (-Dtask_dump, off by default) are on in both sanitizer builds: their full tests
 # run there; `build` runs the default, where a dump lists tasks without their waits.
 # Each build's suites then run a second time beside a CPU hog (tools/beside_hog.sh: two busy
-# loops, one per core of the CI machine): a test must hold on a loaded machine, so it counts
-# events rather than timing them, and where time is the point its bound is wide. Left out of
-# that pass are the suites whose outcome cannot depend on timing: 'headers', 'compile_fail',
-# 'docs' and 'tools' check what is compiled, written and laid out, and 'install' what is
-# installed.
+# loops, one per core of the CI machine) and without io_uring (tools/no-io-uring: refused as a
+# default container refuses it), so on the readiness driver: a test must hold on a loaded
+# machine, so it counts events rather than timing them, and where time is the point its bound
+# is wide; and everything must work on either driver. One pass checks both, at no cost in
+# time; the first pass is io_uring's, quiet. Left out of the second pass are the suites
+# whose outcome depends neither on timing nor on the driver: 'headers', 'compile_fail' and
+# 'tools' check what is compiled, written and laid out, and 'install' what is installed. The
+# docs' programs ('docs') run in it: they run a Runtime.
 # Ends with the wall time of each stage, then one line "tests: N passed, N failed" summing
 # every pass.
 set -euo pipefail
@@ -138,9 +141,9 @@ run() {  # run NAME DIR [env...]: builds DIR, runs all its suites, then again be
     local test=(env "$@" meson test -C "$dir" --print-errorlogs --num-processes 2)
     stage "$name: tests" suites "$name: testing" "${test[@]}"
     if ! $quick; then  # its logs are meson-logs/testlog-hog.*, beside the first pass's testlog.*
-        stage "$name: tests beside a CPU hog" suites "$name: testing beside a CPU hog" \
-            bash tools/beside_hog.sh "${test[@]}" --logbase testlog-hog --no-suite install --no-suite headers \
-            --no-suite compile_fail --no-suite docs --no-suite tools
+        stage "$name: epoll tests beside a hog" suites "$name: testing on epoll (no io_uring) beside a CPU hog" \
+            bash tools/beside_hog.sh "$dir/tools/no-io-uring" "${test[@]}" --logbase testlog-hog --no-suite install \
+            --no-suite headers --no-suite compile_fail --no-suite tools
     fi
 }
 

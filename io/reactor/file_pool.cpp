@@ -31,10 +31,11 @@ std::int64_t syscall_once(const IoOperation& op) noexcept {
         return here ? ::read(op.fd, op.addr, op.len) : ::pread(op.fd, op.addr, op.len, off);
     case IoKind::kWrite:
         return here ? ::write(op.fd, op.addr, op.len) : ::pwrite(op.fd, op.addr, op.len, off);
+    // The "2" forms: their offset -1 is the descriptor's position (a pipe has no other).
     case IoKind::kReadv:
-        return ::preadv(op.fd, static_cast<const iovec*>(op.addr), static_cast<int>(op.len), here ? -1 : off);
+        return ::preadv2(op.fd, static_cast<const iovec*>(op.addr), static_cast<int>(op.len), here ? -1 : off, 0);
     case IoKind::kWritev:
-        return ::pwritev(op.fd, static_cast<const iovec*>(op.addr), static_cast<int>(op.len), here ? -1 : off);
+        return ::pwritev2(op.fd, static_cast<const iovec*>(op.addr), static_cast<int>(op.len), here ? -1 : off, 0);
     case IoKind::kFsync:
         // IORING_FSYNC_DATASYNC (1) is the one flag an io_uring fsync takes.
         return (op.op_flags & 1u) != 0 ? ::fdatasync(op.fd) : ::fsync(op.fd);
@@ -79,13 +80,16 @@ void FilePool::run(IoOperation* op) {
     {
         std::lock_guard lock(mu_);
         queue_.push_back(op);
-        if (idle_ > 0 || threads_.size() >= kMaxThreads) {
+        // Each queued operation needs a thread of its own: an idle one may be notified and
+        // still asleep, its wake-up spoken for by an operation queued before this one (which
+        // may block for good, a FIFO's open waiting for this very operation's writer).
+        if (queue_.size() <= idle_ || threads_.size() >= kMaxThreads) {
             cv_.notify_one();
             return;
         }
     }
-    // No thread is idle: start one (it takes this operation or the next). On failure the
-    // operation goes back to the caller unless a thread exists to take it later.
+    // Not enough idle threads: start one (it takes this operation or the next). On failure
+    // the operation goes back to the caller unless a thread exists to take it later.
     try {
         threads_.emplace_back([this] { work(); });
         pthread_setname_np(threads_.back().native_handle(), name_.c_str());

@@ -9,8 +9,9 @@
 //   operation back to the reactor's inbox (Reactor::post), which completes it as it would a
 //   completion from the kernel. The pool never resumes a frame and never reads the operation
 //   again after posting it: from then on the frame may be resumed and gone.
-//   Threads start on demand, one whenever an operation arrives and none is idle, up to
-//   kMaxThreads, and stay until shutdown() (idle ones sleep on the condition variable).
+//   Threads start on demand, one whenever an operation arrives and more are queued than
+//   threads sleep idle, up to kMaxThreads, and stay until shutdown() (idle ones sleep on the
+//   condition variable). At kMaxThreads, operations wait in the queue for a thread.
 //
 // # Cancellation and shutdown
 //   An operation still queued can be taken back (withdraw(): it never ran, its buffer was
@@ -69,10 +70,10 @@ private:
     Reactor& reactor_;
     const std::string name_;
     std::mutex mu_;
-    std::condition_variable cv_;      // an operation was queued, or stop_ was set
-    std::deque<IoOperation*> queue_;  // guarded by mu_
-    std::size_t idle_ = 0;            // guarded by mu_: threads waiting on cv_
-    bool stop_ = false;               // guarded by mu_
+    std::condition_variable cv_;        // an operation was queued, or stop_ was set
+    std::deque<IoOperation*> queue_;    // guarded by mu_
+    std::size_t idle_ = 0;              // guarded by mu_: threads waiting on cv_
+    bool stop_ = false;                 // guarded by mu_
     std::vector<std::thread> threads_;  // reactor thread only
 };
 

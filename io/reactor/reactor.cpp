@@ -320,8 +320,7 @@ std::unique_ptr<Driver> make_driver(DriverHost& host) {
         // sysctl, or a kernel without io_uring or too old for it (ENOSYS). Anything else (no
         // lockable memory, a descriptor limit) is the configuration's to fix: thrown as is.
         const int err = e.code().value();
-        if (e.code().category() != std::system_category() || (err != EPERM && err != EACCES && err != ENOSYS))
-            throw;
+        if (e.code().category() != std::system_category() || (err != EPERM && err != EACCES && err != ENOSYS)) throw;
         std::string why = e.what();
         if (why.rfind("eddy: ", 0) == 0) why.erase(0, 6);
         // Said once per process: a program that builds a runtime per request must not

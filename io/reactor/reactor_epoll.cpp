@@ -12,7 +12,8 @@
 //   connect                    O_NONBLOCK, connect(2), and on EINPROGRESS a wait for
 //                              writability, then SO_ERROR
 //   read, write, readv, writev on a pipe, socket, tty or other pollable descriptor: as recv
-//                              (a blocking descriptor waits for readiness before the call);
+//                              (a blocking descriptor is tried with RWF_NOWAIT, or where it
+//                              does not take that, waited on for readiness before the call);
 //                              on a regular file or a block device: the file pool
 //   fsync, openat, statx,      the file pool (file_pool.hpp): threads that make the call
 //   renameat, unlinkat, mkdirat
@@ -24,11 +25,15 @@
 //                              pool thread has started runs to its end and keeps its result
 //   wake-ups                   the same eventfd, registered in the epoll set
 //
-// What differs from io_uring, as a program sees it: a blocking descriptor handed to a read or
-// accept is waited on for readiness first, so a reader that loses a race for the data blocks
-// the reactor thread until more comes (eddy's own descriptors are non-blocking); a file
-// operation under a deadline that has started is not interrupted; and ReactorMetrics counts
-// epoll_ctl calls as submissions and events as completions.
+// What differs from io_uring, as a program sees it: a blocking descriptor that does not take
+// RWF_NOWAIT (a FIFO opened by name, a tty), and a blocking listener, is waited on for
+// readiness before the call, so a reader that loses a race for the data blocks the reactor
+// thread until more comes (eddy's own descriptors are non-blocking or take RWF_NOWAIT), and a
+// write to it may come back short (at most PIPE_BUF bytes); a file operation that has
+// started on the pool is not interrupted by cancellation or a deadline, and one that blocks
+// for good (the open of a FIFO nobody opens) holds a pool thread, of which there are 16, and
+// a paused clock; and ReactorMetrics counts epoll_ctl calls as submissions and events as
+// completions.
 #include "reactor/reactor.hpp"
 
 #include "reactor/epoll_state.hpp"
@@ -36,6 +41,7 @@
 #include "time/timer_queue.hpp"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -63,7 +69,7 @@ constexpr std::uint32_t kAlways = EPOLLERR | EPOLLHUP;
 
 // IoOperation::driver_step values (operation.hpp).
 constexpr std::uint8_t kStepNone = 0;
-constexpr std::uint8_t kStepReadySeen = 1;   // readiness came: attempt, whatever the descriptor's mode
+constexpr std::uint8_t kStepReadySeen = 1;   // readiness came: a blocking listener's accept may go
 constexpr std::uint8_t kStepConnecting = 2;  // connect(2) said EINPROGRESS: SO_ERROR after readiness
 constexpr std::uint8_t kStepPooled = 3;      // on the file pool; back in the inbox when done
 
@@ -82,9 +88,22 @@ bool is_socket_call(IoKind k) noexcept {
     return k == IoKind::kRecv || k == IoKind::kSend || k == IoKind::kRecvMsg || k == IoKind::kSendMsg;
 }
 
-/// One non-blocking attempt (the socket calls carry MSG_DONTWAIT; the others rely on the
-/// descriptor's mode, or on readiness just seen): a count, a descriptor or 0, or -errno.
-std::int32_t attempt(const IoOperation& op) noexcept {
+/// A read or write of a blocking descriptor that does not block: RWF_NOWAIT (pipes take it;
+/// -EOPNOTSUPP where the descriptor does not).
+ssize_t rw_nowait(const IoOperation& op) noexcept {
+    iovec one{op.addr, op.len};
+    const bool vectored = op.io == IoKind::kReadv || op.io == IoKind::kWritev;
+    const auto* iov = vectored ? static_cast<const iovec*>(op.addr) : &one;
+    const int n = vectored ? static_cast<int>(op.len) : 1;
+    const off_t off = op.offset == ~std::uint64_t{0} ? -1 : static_cast<off_t>(op.offset);
+    return op.io == IoKind::kRead || op.io == IoKind::kReadv ? ::preadv2(op.fd, iov, n, off, RWF_NOWAIT)
+                                                             : ::pwritev2(op.fd, iov, n, off, RWF_NOWAIT);
+}
+
+/// One attempt that does not block: the socket calls carry MSG_DONTWAIT, a read or write of
+/// a blocking descriptor RWF_NOWAIT (`nowait`), and the rest rely on the descriptor's mode
+/// or on readiness just seen. A count, a descriptor or 0, or -errno (-EAGAIN: not ready).
+std::int32_t attempt(const IoOperation& op, bool nowait) noexcept {
     for (;;) {
         ssize_t r;
         const int flags = static_cast<int>(op.op_flags);
@@ -106,7 +125,9 @@ std::int32_t attempt(const IoOperation& op) noexcept {
                           reinterpret_cast<socklen_t*>(static_cast<std::uintptr_t>(op.offset)), flags);
             break;
         default:  // read, write, readv, writev on a pollable descriptor
-            return FilePool::call(op);
+            if (!nowait) return FilePool::call(op);
+            r = rw_nowait(op);
+            break;
         }
         if (r >= 0) return static_cast<std::int32_t>(r);
         if (errno != EINTR) return errno == EWOULDBLOCK ? -EAGAIN : -errno;
@@ -116,9 +137,7 @@ std::int32_t attempt(const IoOperation& op) noexcept {
 }  // namespace
 
 Reactor::Reactor(DriverHost& host, ReadinessDriver, std::string note)
-    : host_(host),
-      virtual_(host.clock_is_virtual()),
-      time_io_(host.config().io_latency_histogram),
+    : host_(host), virtual_(host.clock_is_virtual()), time_io_(host.config().io_latency_histogram),
       driver_note_(std::move(note)) {
     epoll_ = std::make_unique<EpollState>(*this, host.thread_name("io"));
     epoll_->fd = ::epoll_create1(EPOLL_CLOEXEC);
@@ -255,25 +274,35 @@ void Reactor::epoll_start_io(IoOperation* op) {
         epoll_wait_ready(op);
         return;
     }
-    if (!ready_seen && !is_socket_call(op->io)) {
-        // Attempt at once only on a non-blocking descriptor: on a blocking one the call
-        // would wait here, on the reactor thread. Wait for readiness first instead.
+    bool nowait = false;
+    if (!is_socket_call(op->io)) {
+        // On a blocking descriptor the call would wait here, on the reactor thread. A read or
+        // write tries with RWF_NOWAIT first (pipes take it); where the descriptor does not (a
+        // FIFO opened by name, a tty), and for an accept, it waits for readiness and then
+        // makes the call, which readiness says will not wait (a write to a FIFO is cut to
+        // PIPE_BUF bytes, which a writable pipe always takes: it may come back short).
         const int fl = ::fcntl(op->fd, F_GETFL);
         if (fl < 0) {
             complete(op, -errno);
             return;
         }
-        if ((fl & O_NONBLOCK) == 0) {
-            epoll_wait_ready(op);
-            return;
+        if ((fl & O_NONBLOCK) == 0 && !ready_seen) {
+            if (op->io == IoKind::kAccept) {
+                epoll_wait_ready(op);
+                return;
+            }
+            nowait = true;
+        }
+        if ((fl & O_NONBLOCK) == 0 && ready_seen && op->io == IoKind::kWrite && op->len > PIPE_BUF) {
+            op->len = PIPE_BUF;  // the caller's write loop sends the rest
         }
     }
-    const std::int32_t r = attempt(*op);
-    if (r == -EAGAIN) {
-        epoll_wait_ready(op);
-        return;
+    const std::int32_t r = attempt(*op, nowait);
+    if (r == -EAGAIN || (r == -EOPNOTSUPP && nowait)) {
+        epoll_wait_ready(op);  // where epoll refuses the descriptor too, the pool makes the call
+    } else {
+        complete(op, r);
     }
-    complete(op, r);
 }
 
 void Reactor::epoll_connect(IoOperation* op) {
@@ -343,6 +372,7 @@ void Reactor::epoll_to_pool(IoOperation* op) {
     op->stage = Operation::Stage::kInFlight;
     op->driver_step = kStepPooled;
     ++pending_cqes_;
+    ++pooled_;
     if (op->deadline_ns != kNoDeadline) epoll_->deadlines.emplace(op->deadline_ns, op);
     stat_submissions_.add();
     try {
@@ -355,6 +385,7 @@ void Reactor::epoll_to_pool(IoOperation* op) {
 void Reactor::epoll_pool_done(IoOperation* op, std::int32_t result) {
     op->driver_step = kStepNone;
     --pending_cqes_;
+    --pooled_;
     if (op->deadline_ns != kNoDeadline) epoll_->deadlines.erase({op->deadline_ns, op});
     stat_completions_.add();
     complete(op, result);
@@ -490,6 +521,7 @@ void Reactor::epoll_drain() noexcept {
     drop_inbox();    // close()'s poll cancels, the pool's last completions
     in_flight_ = nullptr;
     pending_cqes_ = 0;
+    pooled_ = 0;
     publish_gauges();
 }
 

@@ -3,7 +3,8 @@
 // runtime/clock.hpp, how this fits the reactor's sleep in reactor.hpp ("Virtual time").
 //
 // # One step (virtual_step, reactor thread, instead of sleeping with every worker parked)
-//   1. The runtime must be quiet (quiet()): no spawn_blocking call queued or running, then no
+//   1. The runtime must be quiet (quiet()): no spawn_blocking call queued or running (nor a
+//      call on the readiness driver's file pool), then no
 //      worker unparked, nothing in the injection queue or the reactor's inbox. The blocking
 //      pool is read first: a call that ended has queued what it resumes (and so unparked a
 //      worker, a seq_cst RMW of the idle state) before the pool's count drops.
@@ -57,7 +58,9 @@ bool Reactor::virtual_time(std::int64_t timer, bool batch, std::int64_t& bound) 
 
 bool Reactor::quiet() const {
     // The order matters: see step 1 above. Seq_cst loads of the idle state and the inbox.
-    return host_.blocking_busy() == 0 && host_.unparked_workers() == 0 && host_.global_depth() == 0 &&
+    // The readiness driver's file pool (reactor_epoll.cpp) runs calls as spawn_blocking does:
+    // while one runs, time does not move (its end comes through the inbox, looked at last).
+    return host_.blocking_busy() == 0 && pooled_ == 0 && host_.unparked_workers() == 0 && host_.global_depth() == 0 &&
            inbox_.load(std::memory_order_seq_cst) == nullptr;
 }
 

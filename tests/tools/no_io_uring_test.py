@@ -2,12 +2,16 @@
 """tools/no-io-uring (tools/no_io_uring.cpp): a command run under it is refused io_uring as a
 default container refuses it, and nothing else changes.
 
-Usage: no_io_uring_test.py LAUNCHER. A probe (Python, ctypes) makes the three io_uring system
+Usage: no_io_uring_test.py LAUNCHER [ISSUE_PROGRAM SERVICE]. A probe (Python, ctypes) makes the three io_uring system
 calls and prints each one's errno; run under the launcher it must see EPERM (or the --errno
 asked for) from all three, in a thread and in a grandchild process too, while outside it
 io_uring_setup works on this machine (else the test is skipped: it would prove nothing). The
 launcher passes on the command's arguments, environment and exit status, and says what is
-wrong when it cannot run a command (127, 126) or is called wrongly (2).
+wrong when it cannot run a command (127, 126) or is called wrongly (2). Given the two
+examples, an eddy program under the launcher runs on the readiness driver (issue_program
+prints its 1053, and stderr says once why io_uring is not used), and one that requires
+io_uring (service, EDDY_DRIVER=io_uring through RuntimeConfig::from_env) stops with the
+reason.
 """
 import errno
 import os
@@ -18,6 +22,7 @@ import tempfile
 import unittest
 
 LAUNCHER = None  # set from argv in __main__
+EXAMPLES = []  # issue_program, service: from argv, when given
 
 PROBE = r"""
 import ctypes, sys, threading
@@ -120,6 +125,28 @@ class NoIoUringTest(unittest.TestCase):
             self.assertIn("usage: no-io-uring", r.stderr)
 
 
+class EddyUnderTheLauncherTest(unittest.TestCase):
+    def setUp(self):
+        if not EXAMPLES:
+            self.skipTest("no examples given")
+
+    def test_the_default_driver_falls_back_and_says_why_once(self):
+        r = run(LAUNCHER, EXAMPLES[0])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "1053")
+        self.assertEqual(r.stderr.count("io_uring is unavailable: permission denied"), 1, r.stderr)
+        self.assertIn("using the readiness driver (epoll)", r.stderr)
+
+    def test_io_uring_required_stops_with_the_reason(self):
+        env = dict(os.environ, EDDY_DRIVER="io_uring", SERVICE_PORT="0")
+        r = run(LAUNCHER, EXAMPLES[1], env=env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("io_uring is unavailable: permission denied", r.stderr)
+        self.assertNotIn("listening=", r.stdout)
+
+
 if __name__ == "__main__":
     LAUNCHER = os.path.abspath(sys.argv.pop(1))
+    while len(sys.argv) > 1 and not sys.argv[1].startswith("-") and os.path.exists(sys.argv[1]):
+        EXAMPLES.append(os.path.abspath(sys.argv.pop(1)))
     unittest.main()

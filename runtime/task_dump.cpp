@@ -353,6 +353,7 @@ private:
 TaskDump partial_dump(Scheduler& sched, std::vector<std::size_t> busy) {
     TaskDump dump;
     dump.workers = sched.num_workers();
+    dump.driver = sched.driver() != nullptr ? sched.driver()->kind() : IoDriver::io_uring;
     dump.complete = false;
     dump.busy_workers = std::move(busy);
     sched.registry().for_each_locked([&](FrameHeader* h) {
@@ -397,6 +398,7 @@ TaskDump dump_scheduler(Scheduler& sched, bool from_worker, std::chrono::nanosec
     const auto resumed = std::chrono::steady_clock::now();
     TaskDump dump;
     dump.workers = sched.num_workers();
+    dump.driver = sched.driver() != nullptr ? sched.driver()->kind() : IoDriver::io_uring;
     dump.tasks = captured.records.size();
     dump.roots = Build(captured).roots();
     dump.paused = resumed - asked;

@@ -137,7 +137,9 @@ std::string TaskDump::to_text() const {
     out += std::to_string(roots.size());
     out += " root tasks, ";
     out += std::to_string(tasks);
-    out += " tasks";
+    out += " tasks (driver ";
+    out += to_string(driver);
+    out += ')';
     if (!complete) {
         out += "; partial: worker";
         out += busy_workers.size() == 1 ? " " : "s ";
@@ -156,7 +158,9 @@ std::string TaskDump::to_text() const {
 std::string TaskDump::to_json() const {
     std::string out = "{\"workers\":";
     out += std::to_string(workers);
-    out += ",\"tasks\":";
+    out += ",\"driver\":\"";
+    out += to_string(driver);
+    out += "\",\"tasks\":";
     out += std::to_string(tasks);
     out += ",\"complete\":";
     out += complete ? "true" : "false";

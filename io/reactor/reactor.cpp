@@ -276,7 +276,7 @@ void submit(Reactor& reactor, Operation& op) noexcept { reactor.post_deferred(op
 
 ReactorMetrics Reactor::metrics() const noexcept {
     ReactorMetrics m;
-    m.driver = epoll_ != nullptr ? IoDriver::epoll : IoDriver::io_uring;
+    m.driver = kind();
     m.driver_note = driver_note_;
     m.operations = stat_operations_.get();
     m.submissions = stat_submissions_.get();

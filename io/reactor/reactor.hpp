@@ -134,6 +134,7 @@ public:
     void watch() noexcept override;
     void wake() noexcept override { wake_if_sleeping(); }
     ReactorMetrics metrics() const noexcept override;
+    IoDriver kind() const noexcept override { return epoll_ != nullptr ? IoDriver::epoll : IoDriver::io_uring; }
     /// Whether the ring has IORING_OP_WAITID (probed once by the constructor; never with
     /// the readiness driver).
     bool has_waitid() const noexcept { return waitid_; }

@@ -141,6 +141,11 @@ TEST_CASE("a TaskGroup of connections blocked in reads: named members, their rea
         CHECK_FALSE(m.cancelled);
     }
     const std::string text = d.to_text();
+    // The driver is the one the runtime's metrics name (io_uring here, epoll under
+    // tools/no-io-uring), in the first line and in the JSON.
+    CHECK(d.driver == rt.metrics().reactor.driver);
+    CHECK(contains(text, std::string(" tasks (driver ") + std::string(eddy::to_string(d.driver)) + ")\n"));
+    CHECK(contains(d.to_json(), std::string("\"driver\":\"") + std::string(eddy::to_string(d.driver)) + "\""));
     CHECK(contains(text, "\"server\" [spawned] suspended"));
     CHECK(contains(text, "\"conn 2\" suspended"));
     CHECK(contains(text, "task_group, 3 members"));

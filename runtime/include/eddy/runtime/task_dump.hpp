@@ -44,6 +44,7 @@
 #include <vector>
 
 #include <eddy/runtime/detail/scheduler_api.hpp>
+#include <eddy/runtime/io_driver.hpp>
 #include <eddy/tasks/detail/await_trace.hpp>
 
 namespace eddy {
@@ -70,6 +71,7 @@ struct TaskDump {
     };
 
     std::size_t workers = 0;  ///< the runtime's worker count
+    IoDriver driver = IoDriver::io_uring;  ///< the kernel interface its reactor drives (ReactorMetrics::driver)
     std::size_t tasks = 0;    ///< every node of the tree
     std::vector<Task> roots;  ///< the spawned tasks and block_on's, each the top of a tree
     /// False when some workers did not stop within the patience (they are in busy_workers):

@@ -55,6 +55,8 @@ public:
     virtual void shutdown() noexcept = 0;
     /// Any thread: the driver's figures for Runtime::metrics().
     virtual ReactorMetrics metrics() const noexcept = 0;
+    /// Any thread: the kernel interface it drives (ReactorMetrics::driver, TaskDump::driver).
+    virtual IoDriver kind() const noexcept = 0;
 };
 
 /// The scheduler as its driver sees it. One per runtime, owned by the scheduler and handed

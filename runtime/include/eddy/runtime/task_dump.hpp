@@ -70,10 +70,10 @@ struct TaskDump {
             children;  ///< the tasks it runs and waits for (awaited tasks, combinators' children, group members)
     };
 
-    std::size_t workers = 0;  ///< the runtime's worker count
+    std::size_t workers = 0;               ///< the runtime's worker count
     IoDriver driver = IoDriver::io_uring;  ///< the kernel interface its reactor drives (ReactorMetrics::driver)
-    std::size_t tasks = 0;    ///< every node of the tree
-    std::vector<Task> roots;  ///< the spawned tasks and block_on's, each the top of a tree
+    std::size_t tasks = 0;                 ///< every node of the tree
+    std::vector<Task> roots;               ///< the spawned tasks and block_on's, each the top of a tree
     /// False when some workers did not stop within the patience (they are in busy_workers):
     /// then `roots` holds the root tasks' names and kinds only.
     bool complete = true;

@@ -336,6 +336,25 @@ class FakeRunTest(Fixture):
         again = eddy_bench("--from-json", self.path("run.json"))
         self.assertEqual(again.stdout, run.stdout)
 
+    def test_driver_epoll_runs_eddy_under_the_launcher(self):
+        build = self.path("build")
+        write_script(os.path.join(build, "benchmarks", "spawn_many"),
+                     'echo "bench=spawn_many runtime=eddy workers=$2 ops=1000 secs=0.001 rate=1000000"\n')
+        calls = self.path("launched")
+        write_script(os.path.join(build, "tools", "no-io-uring"), 'echo "$@" >>%s\nexec "$@"\n' % calls)
+        run = eddy_bench("--build", build, "--no-anchors", "--reps", "3", "--workers", "1", "--driver", "epoll",
+                         "spawn_many", "--json", self.path("run.json"))
+        with open(calls) as f:
+            launched = f.read().splitlines()
+        self.assertEqual(launched, [os.path.join(build, "benchmarks", "spawn_many") + " --workers 1"] * 3)
+        self.assertIn("eddy on its readiness driver (epoll", run.stdout)
+        self.assertIn("| spawn_many | ops/s | 1 | 1.00 M |", run.stdout)
+        self.assertEqual(eddy_bench("--from-json", self.path("run.json")).stdout, run.stdout)
+        os.remove(os.path.join(build, "tools", "no-io-uring"))
+        missing = eddy_bench("--build", build, "--no-anchors", "--driver", "epoll", "spawn_many", check=False)
+        self.assertEqual(missing.returncode, 2)
+        self.assertIn("--driver epoll needs", missing.stderr)
+
     def test_load_secs_must_be_above_zero(self):
         bad = eddy_bench("--load-secs", "0", "--no-anchors", check=False)
         self.assertEqual(bad.returncode, 2)

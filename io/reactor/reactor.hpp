@@ -1,4 +1,13 @@
-// io/reactor/reactor.hpp: the reactor thread, which owns a runtime's io_uring ring.
+// io/reactor/reactor.hpp: the reactor thread, which owns a runtime's io_uring ring, or where the
+// kernel refuses io_uring, its epoll set.
+//
+// # Two kernel interfaces
+//   Everything below is the same for both drivers (RuntimeConfig::driver): the inbox, the
+//   retries, the timer queues, the sleep protocol, the hand-over, the cancel protocol,
+//   virtual time and shutdown. The steps that touch the kernel (start_io, submit_poll,
+//   start_cancel, arm_poll, cancel_poll, reap, the sleep itself, the shutdown drain) go to
+//   io_uring, as described here, or to the readiness driver (epoll_ != nullptr), whose map
+//   is the prologue of reactor_epoll.cpp.
 //
 // # Flow
 //   worker:  an I/O operation's awaiter -> submit(): push the operation on the inbox (a

@@ -17,6 +17,8 @@
 #include "private.hpp"
 #include "reactor/file_pool.hpp"
 
+#include <sys/epoll.h>
+
 #include <cstdint>
 #include <set>
 #include <string>
@@ -28,6 +30,30 @@
 namespace eddy::detail {
 
 class PollState;
+
+namespace epoll {
+
+/// What a socket's standing poll waits for: the io_uring driver's multishot poll mask.
+inline constexpr std::uint32_t kStateEvents = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI;
+/// Always reported, asked or not.
+inline constexpr std::uint32_t kAlways = EPOLLERR | EPOLLHUP;
+
+// IoOperation::driver_step values (operation.hpp).
+inline constexpr std::uint8_t kStepNone = 0;
+inline constexpr std::uint8_t kStepReadySeen = 1;   // readiness came: a blocking listener's accept may go
+inline constexpr std::uint8_t kStepConnecting = 2;  // connect(2) said EINPROGRESS: SO_ERROR after readiness
+inline constexpr std::uint8_t kStepPooled = 3;      // on the file pool; back in the inbox when done
+
+/// What a one-shot waiter waits for: its poll mask, or the direction its call goes.
+inline std::uint32_t wanted(const IoOperation& op) noexcept {
+    if (op.io == IoKind::kPoll) return op.len;
+    const IoKind k = op.io;
+    const bool out = k == IoKind::kWrite || k == IoKind::kWritev || k == IoKind::kSend || k == IoKind::kSendMsg ||
+                     k == IoKind::kConnect;
+    return out ? EPOLLOUT : EPOLLIN;
+}
+
+}  // namespace epoll
 
 struct FdWatch {
     PollState* state = nullptr;      // a socket's standing poll, or none

@@ -211,7 +211,7 @@ private:
     // The kernel, whichever driver: hand over what is queued and take what is done, without
     // sleeping (io_uring: submit and run deferred completions; epoll: nothing, reap() looks).
     void kernel_poll_now();
-    // io/reactor/reactor_epoll.cpp: the readiness driver's side of each step above.
+    // io/reactor/reactor_epoll.cpp and reactor_epoll_ops.cpp: the readiness driver's side of each step above.
     int epoll_register(int fd, FdWatch& w) noexcept;  // 0 or an errno
     void epoll_forget_if_unused(int fd) noexcept;
     void epoll_arm_poll(PollState* s);

@@ -235,12 +235,10 @@ private:
     DriverHost& host_;
     io_uring ring_{};
     int event_fd_ = -1;
-    bool disabled_ = false;              // the ring waits for the reactor thread to enable it
-    bool waitid_ = false;                // the ring has IORING_OP_WAITID (Linux 6.7+); set up before start()
-    const bool virtual_;                 // the runtime's clock is virtual (runtime/clock.hpp)
-    const bool time_io_;                 // RuntimeConfig::io_latency_histogram: fill io_latency_
-    std::string driver_note_;            // ReactorMetrics::driver_note
-    std::unique_ptr<EpollState> epoll_;  // the readiness driver's state; null with io_uring
+    bool disabled_ = false;  // the ring waits for the reactor thread to enable it
+    bool waitid_ = false;    // the ring has IORING_OP_WAITID (Linux 6.7+); set up before start()
+    const bool virtual_;     // the runtime's clock is virtual (runtime/clock.hpp)
+    const bool time_io_;     // RuntimeConfig::io_latency_histogram: fill io_latency_
     std::thread thread_;
 
     // The inbox: an intrusive stack of nodes. Release CAS in post() pairs with the acquire
@@ -271,7 +269,6 @@ private:
     PollState* armed_ = nullptr;                             // list of sockets whose poll the kernel holds
     bool multishot_poll_ = true;                             // false once the kernel refused IORING_POLL_ADD_MULTI
     std::size_t pending_cqes_ = 0;                           // completions the kernel still owes us
-    std::size_t pooled_ = 0;                                 // readiness driver: calls on its file pool
     std::uint64_t wake_buf_ = 0;                             // the eventfd read's buffer
     bool wake_armed_ = false;
 
@@ -287,6 +284,12 @@ private:
     // finds, so the stamps and the completions of one round share a read.
     DurationRecorder io_latency_[kIoOpKinds];
     std::int64_t clock_ns_ = 0;
+
+    // The readiness driver's, at the end: the members above keep the places they have with
+    // io_uring alone.
+    std::unique_ptr<EpollState> epoll_;  // its state; null with io_uring
+    std::size_t pooled_ = 0;             // calls on its file pool (reactor thread only)
+    std::string driver_note_;            // ReactorMetrics::driver_note
 };
 
 /// The reactor of the runtime whose worker runs the calling thread, or nullptr.

@@ -62,7 +62,8 @@ struct FdWatch {
 };
 
 struct EpollState {
-    EpollState(Reactor& reactor, std::string pool_thread_name) : pool(reactor, std::move(pool_thread_name)) {}
+    EpollState(Reactor& reactor, std::string pool_thread_name, const RuntimeConfig& config)
+        : pool(reactor, std::move(pool_thread_name), config) {}
 
     int fd = -1;
     /// epoll_pwait2 (Linux 5.11; a timeout in nanoseconds) works; else epoll_wait, whose

@@ -4,7 +4,6 @@
 #include "reactor/reactor.hpp"
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -72,7 +71,8 @@ bool FilePool::always_pooled(IoKind k) noexcept {
            k == IoKind::kUnlinkAt || k == IoKind::kMkdirAt;
 }
 
-FilePool::FilePool(Reactor& reactor, std::string thread_name) : reactor_(reactor), name_(std::move(thread_name)) {}
+FilePool::FilePool(Reactor& reactor, std::string thread_name, const RuntimeConfig& config)
+    : reactor_(reactor), name_(std::move(thread_name)), config_(config) {}
 
 FilePool::~FilePool() { shutdown(); }
 
@@ -91,8 +91,7 @@ void FilePool::run(IoOperation* op) {
     // Not enough idle threads: start one (it takes this operation or the next). On failure
     // the operation goes back to the caller unless a thread exists to take it later.
     try {
-        threads_.emplace_back([this] { work(); });
-        pthread_setname_np(threads_.back().native_handle(), name_.c_str());
+        threads_.emplace_back([this] { thread_main(); });
     } catch (const std::system_error&) {
         if (!threads_.empty()) return;
         std::lock_guard lock(mu_);
@@ -118,6 +117,13 @@ void FilePool::shutdown() noexcept {
     cv_.notify_all();
     for (std::thread& t : threads_) t.join();
     threads_.clear();
+}
+
+void FilePool::thread_main() noexcept {
+    DriverHost::name_this_thread(name_);  // before the start hook, which may want to see it
+    DriverHost::run_thread_hook(config_.on_thread_start, "on_thread_start");
+    work();
+    DriverHost::run_thread_hook(config_.on_thread_stop, "on_thread_stop");
 }
 
 void FilePool::work() noexcept {

@@ -11,7 +11,9 @@
 //   again after posting it: from then on the frame may be resumed and gone.
 //   Threads start on demand, one whenever an operation arrives and more are queued than
 //   threads sleep idle, up to kMaxThreads, and stay until shutdown() (idle ones sleep on the
-//   condition variable). At kMaxThreads, operations wait in the queue for a thread.
+//   condition variable). At kMaxThreads, operations wait in the queue for a thread. Each runs
+//   RuntimeConfig::on_thread_start once named and on_thread_stop last, as every thread of the
+//   runtime does.
 //
 // # Cancellation and shutdown
 //   An operation still queued can be taken back (withdraw(): it never ran, its buffer was
@@ -32,6 +34,7 @@
 #include <vector>
 
 #include <eddy/io/detail/operation.hpp>
+#include <eddy/runtime/config.hpp>
 
 namespace eddy::detail {
 
@@ -42,8 +45,9 @@ public:
     /// At most this many threads: enough for a disk's queue, few enough for a container.
     static constexpr std::size_t kMaxThreads = 16;
 
-    /// `thread_name`: what the pool's threads are called (the runtime's "<prefix>-io").
-    FilePool(Reactor& reactor, std::string thread_name);
+    /// `thread_name`: what the pool's threads are called (the runtime's "<prefix>-io");
+    /// `config`: the runtime's, for its thread hooks (it outlives the pool).
+    FilePool(Reactor& reactor, std::string thread_name, const RuntimeConfig& config);
     ~FilePool();
     FilePool(const FilePool&) = delete;
     FilePool& operator=(const FilePool&) = delete;
@@ -65,10 +69,12 @@ public:
     static bool always_pooled(IoKind k) noexcept;
 
 private:
+    void thread_main() noexcept;  // a pool thread, from its name to its stop hook
     void work() noexcept;
 
     Reactor& reactor_;
     const std::string name_;
+    const RuntimeConfig& config_;
     std::mutex mu_;
     std::condition_variable cv_;        // an operation was queued, or stop_ was set
     std::deque<IoOperation*> queue_;    // guarded by mu_

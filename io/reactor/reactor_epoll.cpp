@@ -70,7 +70,7 @@ using namespace epoll;
 Reactor::Reactor(DriverHost& host, ReadinessDriver, std::string note)
     : host_(host), virtual_(host.clock_is_virtual()), time_io_(host.config().io_latency_histogram),
       driver_note_(std::move(note)) {
-    epoll_ = std::make_unique<EpollState>(*this, host.thread_name("io"));
+    epoll_ = std::make_unique<EpollState>(*this, host.thread_name("io"), host.config());
     epoll_->fd = ::epoll_create1(EPOLL_CLOEXEC);
     if (epoll_->fd < 0) throw_errno("eddy: epoll_create1 for the reactor");
     event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

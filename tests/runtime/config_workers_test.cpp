@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -261,6 +262,44 @@ TEST_CASE("on_thread_start and on_thread_stop run once on every worker and on th
     CHECK(start_tids == stop_tids);
     CHECK(std::set<pid_t>(start_tids.begin(), start_tids.end()).size() == 4);
     CHECK(live.load() == 0);
+}
+
+TEST_CASE("on the epoll driver, the file pool's threads run the hooks too, named and on that thread") {
+    CleanEnv clean;
+    char dir[] = "/tmp/eddy-hooks-XXXXXX";
+    REQUIRE(::mkdtemp(dir) != nullptr);
+    const std::string sub = std::string(dir) + "/made";
+    std::mutex mutex;
+    std::multiset<std::string> started, stopped;
+    std::multiset<pid_t> start_tids, stop_tids;
+    struct stat st {};
+    {
+        Runtime rt(RuntimeConfig{.workers = 1,
+                                 .driver = eddy::IoDriver::epoll,
+                                 .thread_name_prefix = "hook",
+                                 .on_thread_start =
+                                     [&] {
+                                         std::lock_guard lock(mutex);
+                                         started.insert(this_thread_name());
+                                         start_tids.insert(static_cast<pid_t>(::syscall(SYS_gettid)));
+                                     },
+                                 .on_thread_stop =
+                                     [&] {
+                                         std::lock_guard lock(mutex);
+                                         stopped.insert(this_thread_name());
+                                         stop_tids.insert(static_cast<pid_t>(::syscall(SYS_gettid)));
+                                     }});
+        // A path operation (mkdirat) always goes to the pool: a "hook-io" thread starts.
+        rt.block_on([](std::string p) -> eddy::Task<void> { co_await eddy::fs::create_dir(std::move(p)); }(sub));
+        CHECK(::stat(sub.c_str(), &st) == 0);
+    }
+    ::rmdir(sub.c_str());
+    ::rmdir(dir);
+    CHECK(S_ISDIR(st.st_mode));
+    const std::multiset<std::string> expected{"hook-io", "hook-reactor", "hook-worker-0"};
+    CHECK(started == expected);
+    CHECK(stopped == started);
+    CHECK(start_tids == stop_tids);
 }
 
 TEST_CASE("a hook that throws is reported on stderr and the runtime works on") {

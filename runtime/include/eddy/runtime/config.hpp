@@ -119,10 +119,11 @@ struct RuntimeConfig {
     /// EDDY_STACK_SIZE: bytes, or a number with a K, M or G suffix (binary: 256K = 262144).
     std::size_t stack_size = 0;
 
-    /// on_thread_start and on_thread_stop run on every worker thread and on the reactor
-    /// thread: on_thread_start once the thread is named and before it does any work,
-    /// on_thread_stop as the thread's last act (the workers' at shutdown, the reactor's after
-    /// them). Must not throw: an exception is reported on stderr and ignored. Unset: nothing.
+    /// on_thread_start and on_thread_stop run on every thread the runtime starts: the
+    /// workers, the reactor, the blocking threads (spawn_blocking) and the epoll driver's
+    /// file threads ("<prefix>-io"): on_thread_start once the thread is named and before it
+    /// does any work, on_thread_stop as the thread's last act (the workers' at shutdown, the
+    /// reactor's after them). Must not throw: an exception is reported on stderr and ignored. Unset: nothing.
     std::function<void()> on_thread_start{};
     std::function<void()> on_thread_stop{};  ///< see on_thread_start
 

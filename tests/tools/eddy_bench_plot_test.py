@@ -355,6 +355,26 @@ class FakeRunTest(Fixture):
         self.assertEqual(missing.returncode, 2)
         self.assertIn("--driver epoll needs", missing.stderr)
 
+    def test_driver_both_alternates_the_two_drivers_and_adds_their_ratio(self):
+        build = self.path("build")
+        # The launcher marks what it runs; the program reports twice the rate when marked.
+        write_script(os.path.join(build, "benchmarks", "spawn_many"),
+                     'rate=1000000; [ -n "$UNDER_LAUNCHER" ] && rate=2000000\n'
+                     'echo "bench=spawn_many runtime=eddy workers=$2 ops=1000 secs=0.001 rate=$rate"\n')
+        calls = self.path("launched")
+        write_script(os.path.join(build, "tools", "no-io-uring"),
+                     'echo "$@" >>%s\nUNDER_LAUNCHER=1 exec "$@"\n' % calls)
+        run = eddy_bench("--build", build, "--no-anchors", "--reps", "3", "--workers", "1", "--driver", "both",
+                         "spawn_many", "--json", self.path("run.json"), "--plot", self.path("both.svg"))
+        with open(calls) as f:
+            self.assertEqual(len(f.read().splitlines()), 3)  # eddy-epoll's runs only
+        self.assertIn("| bench | figure | workers | eddy | eddy-epoll | epoll vs io_uring |", run.stdout)
+        self.assertIn("| spawn_many | ops/s | 1 | 1.00 M | 2.00 M | 2.00x |", run.stdout)
+        self.assertIn("as eddy-epoll, on its readiness driver", run.stdout)
+        self.assertEqual(eddy_bench("--from-json", self.path("run.json")).stdout, run.stdout)
+        with open(self.path("both.svg")) as f:
+            self.assertIn('data-anchor="epoll vs io_uring" data-ratio="2"', f.read())
+
     def test_load_secs_must_be_above_zero(self):
         bad = eddy_bench("--load-secs", "0", "--no-anchors", check=False)
         self.assertEqual(bad.returncode, 2)

@@ -37,6 +37,7 @@
 #include "support/scoped_env.hpp"
 #include "support/stderr_capture.hpp"
 #include "support/runtime_config.hpp"
+#include "support/sanitized.hpp"
 
 using namespace eddy::test::runtime_config;
 
@@ -177,14 +178,6 @@ TEST_CASE("stack_size sets the workers' stack size") {
         }
     }
 }
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define EDDY_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define EDDY_TEST_SANITIZED 1
-#endif
-#endif
 
 TEST_CASE("a worker thread that cannot start: std::system_error, and no thread is left running") {
 #ifdef EDDY_TEST_SANITIZED

@@ -6,6 +6,9 @@
 //   - LengthDelimitedCodec: frames in one read and split into single bytes, the wire format
 //     of FrameReader; a length above max_frame (the header consumed, nothing more) on both
 //     sides; the stream ending inside a frame (io::UnexpectedEof with the bytes held);
+//   - a peer that announces the largest frame and sends ten bytes: the codec and FrameReader
+//     hold what arrived (1,000 such peers, their buffers kept, under 16 MiB of RSS), and a
+//     frame that comes whole still arrives whole across the steps it grows by;
 //   - batching: N feeds and a flush are one write; the high-water mark writes by itself;
 //   - backpressure: a reader taking one item at a time from a stream that never runs dry
 //     reads no more than it decodes plus one buffer, and the buffer does not grow;
@@ -13,10 +16,14 @@
 //   - a user's own codec (fixed-size records) through Framed, and its end of stream.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -33,6 +40,7 @@
 #include <eddy/time/with_timeout.hpp>
 
 #include "support/memory_stream.hpp"
+#include "support/sanitized.hpp"
 #include "support/net_helpers.hpp"
 
 namespace io = eddy::io;
@@ -237,6 +245,89 @@ TEST_CASE("the stream ending inside a frame: io::UnexpectedEof with the bytes he
     eddy::test::MemoryStream clean{.input = std::string("\0\0\0\x01", 4) + "z", .chunk = 2};
     io::FramedRead reader2(clean, io::LengthDelimitedCodec());
     CHECK(run(rt, drain(reader2)).size() == 1);
+}
+
+// The bound on the resident set's growth: 16 MiB (the old reserve: 16 GiB). Under a sanitizer
+// the resident set measures the sanitizer (ASan fills and shadows each allocation, TSan
+// shadows every byte allocated), so there the capacities alone are checked.
+namespace {
+
+#ifdef EDDY_TEST_SANITIZED
+constexpr std::size_t kResidentBound = SIZE_MAX;
+#else
+constexpr std::size_t kResidentBound = std::size_t{16} << 20;
+#endif
+
+/// The process' resident set, in bytes (/proc/self/statm).
+std::size_t resident_bytes() {
+    std::ifstream statm("/proc/self/statm");
+    std::size_t pages = 0, resident = 0;
+    statm >> pages >> resident;
+    return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+/// What a hostile peer sends: a header announcing a frame of `announced` bytes, then ten.
+std::string announce(std::uint32_t announced) {
+    std::string wire{char(announced >> 24), char(announced >> 16), char(announced >> 8), char(announced)};
+    return wire + "0123456789";
+}
+
+}  // namespace
+
+TEST_CASE("1,000 peers announcing the largest frame and sending ten bytes hold what they sent, not 16 GiB") {
+    // Each peer's reader is kept, with the bytes it holds, while the next ones arrive; the
+    // bounds stop at the first reader over them: the old reserve of the announced size held
+    // 16 MiB per peer (16 GiB in all).
+    constexpr std::size_t kPeers = 1000;
+    constexpr std::uint32_t kAnnounced = io::kDefaultMaxFrame;
+    using Stream = eddy::test::MemoryStream;
+    Runtime rt(RuntimeConfig{.workers = 1});
+    std::vector<std::unique_ptr<Stream>> streams;
+    const auto peer = [&] {
+        return streams.emplace_back(std::make_unique<Stream>(Stream{.input = announce(kAnnounced), .chunk = 64})).get();
+    };
+    streams.reserve(2 * kPeers);
+
+    // The codec, through FramedRead.
+    std::vector<std::unique_ptr<io::FramedRead<Stream, io::LengthDelimitedCodec>>> framed;
+    framed.reserve(kPeers);
+    std::size_t before = resident_bytes();
+    for (std::size_t i = 0; i < kPeers; ++i) {
+        auto& f = framed.emplace_back(
+            std::make_unique<io::FramedRead<Stream, io::LengthDelimitedCodec>>(*peer(), io::LengthDelimitedCodec()));
+        CHECK_THROWS_AS(run(rt, f->next()), io::UnexpectedEof);  // the peer left mid-frame
+        REQUIRE(f->read_buffer().size() == 14);
+        REQUIRE(f->read_buffer().capacity() <= io::kFramedReadCapacity + io::LengthDelimitedCodec::kReserveAhead);
+    }
+    std::size_t grown = resident_bytes() - std::min(before, resident_bytes());
+    MESSAGE("FramedRead: resident set grown by " << grown / 1024 << " KiB for " << kPeers << " peers");
+    CHECK(grown < kResidentBound);
+
+    // FrameReader, each payload kept.
+    std::vector<std::vector<std::byte>> frames(kPeers);
+    before = resident_bytes();
+    for (std::size_t i = 0; i < kPeers; ++i) {
+        io::FrameReader reader(*peer());
+        CHECK_THROWS_AS(run(rt, reader.read_frame(frames[i])), io::UnexpectedEof);
+        REQUIRE(frames[i].capacity() <= 64 * 1024);
+    }
+    grown = resident_bytes() - std::min(before, resident_bytes());
+    MESSAGE("FrameReader: resident set grown by " << grown / 1024 << " KiB for " << kPeers << " peers");
+    CHECK(grown < kResidentBound);
+
+    // A frame that does come whole still arrives whole, across the steps it grows by.
+    const std::vector<std::byte> big = eddy::test::pattern(3 * io::LengthDelimitedCodec::kReserveAhead + 17, 9);
+    eddy::test::MemoryStream wire;
+    io::FramedWrite writer(wire, io::LengthDelimitedCodec());
+    run(rt, writer.send(big));
+    eddy::test::MemoryStream in{.input = wire.output, .chunk = 1000};
+    io::FramedRead reader(in, io::LengthDelimitedCodec());
+    CHECK(run(rt, reader.next()) == big);
+    eddy::test::MemoryStream in2{.input = wire.output, .chunk = 1000};
+    io::FrameReader classic(in2);
+    std::vector<std::byte> got;
+    CHECK(run(rt, classic.read_frame(got)));
+    CHECK(got == big);
 }
 
 TEST_CASE("batching: N feeds and a flush are one write; the high-water mark writes by itself") {

@@ -15,7 +15,10 @@
 //! decode() sees every byte received and not yet consumed (`in.data()`), consumes what the
 //! item it gives used (`in.consume(n)`), and gives std::nullopt, consuming what it likes
 //! (usually nothing), while the item is not whole: the framed reader then reads more and
-//! asks again. It may `in.reserve(n)` when it knows the item needs n bytes. At the end of
+//! asks again. It may `in.reserve(n)` when it knows the item needs n bytes, but what a peer
+//! announces is not what it has sent: reserve by what has arrived (LengthDelimitedCodec
+//! reserves at most twice the bytes held, or 64 KiB ahead of them), so that a peer that
+//! announces a large item and sends a few bytes costs a few bytes. At the end of
 //! the stream, decode_eof() is asked until it gives std::nullopt; without one of its own
 //! (io::decode_eof), a codec gets decode(), then io::UnexpectedEof if bytes are left.
 //!
@@ -63,7 +66,7 @@ class ByteBuffer {
 public:
     /// Empty, with room for `capacity` bytes before it grows.
     explicit ByteBuffer(std::size_t capacity = 0)
-        : buf_(capacity > 0 ? std::make_unique<std::byte[]>(capacity) : nullptr), size_(capacity) {}
+        : buf_(capacity > 0 ? std::make_unique_for_overwrite<std::byte[]>(capacity) : nullptr), size_(capacity) {}
 
     /// The bytes appended and not consumed yet.
     std::span<const std::byte> data() const noexcept { return {buf_.get() + begin_, end_ - begin_}; }
@@ -116,7 +119,9 @@ private:
         begin_ = 0;
     }
     void regrow(std::size_t size) {
-        auto bigger = std::make_unique<std::byte[]>(size);
+        // Not zero-filled: the room is written before it is read, and a large buffer's pages
+        // stay untouched (not resident) until bytes arrive in them.
+        auto bigger = std::make_unique_for_overwrite<std::byte[]>(size);
         if (end_ > begin_) std::memcpy(bigger.get(), buf_.get() + begin_, end_ - begin_);
         end_ -= begin_;
         begin_ = 0;
@@ -264,8 +269,12 @@ public:
     std::size_t max_frame() const noexcept { return max_frame_; }  ///< the largest payload
     std::size_t header() const noexcept { return header_; }        ///< the length's size in bytes
 
-    /// The next payload, or nullopt until it is whole (reserving room for it once its
-    /// header is there). io::FrameTooLong past max_frame, after consuming the header.
+    /// Room reserved ahead of the bytes held while a frame is incomplete (see decode()).
+    static constexpr std::size_t kReserveAhead = 64 * 1024;
+
+    /// The next payload, or nullopt until it is whole (reserving room for it as its bytes
+    /// arrive: at most twice those held, or kReserveAhead past them, never past the frame's
+    /// end). io::FrameTooLong past max_frame, after consuming the header.
     std::optional<Item> decode(ByteBuffer& in) {
         const std::span<const std::byte> bytes = in.data();
         if (bytes.size() < header_) return std::nullopt;
@@ -278,7 +287,9 @@ public:
         }
         const std::size_t whole = header_ + static_cast<std::size_t>(len);
         if (bytes.size() < whole) {
-            in.reserve(whole);
+            // Not the announced size at once: a peer that announces max_frame and sends ten
+            // bytes would hold max_frame of this process' memory per connection.
+            in.reserve(std::min(whole, std::max(2 * bytes.size(), bytes.size() + kReserveAhead)));
             return std::nullopt;
         }
         Item payload(bytes.begin() + static_cast<std::ptrdiff_t>(header_),

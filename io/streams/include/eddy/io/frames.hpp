@@ -21,6 +21,7 @@
 //! @file
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -63,9 +64,16 @@ public:
         if (len > max_frame_)
             throw FrameTooLong("eddy::io::FrameReader: a frame of " + std::to_string(len) + " bytes (max_frame " +
                                std::to_string(max_frame_) + ")");
-        out.resize(len);
+        // The payload grows as it arrives (doubling, from at most kGrowStep), not to the
+        // announced length at once: a peer that announces max_frame and sends ten bytes
+        // must not hold max_frame of memory per connection.
+        out.clear();
         try {
-            co_await io::read_exact(*stream_, out);
+            while (out.size() < len) {
+                const std::size_t have = out.size();
+                out.resize(have + std::min<std::size_t>(len - have, std::max(have, kGrowStep)));
+                co_await io::read_exact(*stream_, std::span(out).subspan(have));
+            }
         } catch (const UnexpectedEof&) {
             throw UnexpectedEof("eddy::io::FrameReader: the stream ended inside a frame of " + std::to_string(len) +
                                 " bytes");
@@ -74,6 +82,9 @@ public:
     }
 
 private:
+    // The payload's first step: a vector's growth zero-fills (touches) what it adds.
+    static constexpr std::size_t kGrowStep = 4096;
+
     S* stream_;
     std::size_t max_frame_;
 };

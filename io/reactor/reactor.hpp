@@ -182,6 +182,7 @@ private:
     void reap();
     void handle_cqe(std::uint64_t user_data, std::int32_t res, std::uint32_t flags);
     void arm_poll(PollState* s);
+    void link_armed(PollState* s) noexcept;  // onto armed_, the kernel holding its poll (both drivers)
     void cancel_poll(PollState* s);
     void poll_event(PollState* s, std::int32_t res, bool more);
     void fire_timers();

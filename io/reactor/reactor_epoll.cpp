@@ -132,12 +132,7 @@ void Reactor::epoll_arm_poll(PollState* s) {
         return;
     }
     // The node's reference is the poll's now, until it ends (epoll_end_poll).
-    s->in_kernel_ = true;
-    s->prev_armed_ = nullptr;
-    s->next_armed_ = armed_;
-    if (armed_ != nullptr) armed_->prev_armed_ = s;
-    armed_ = s;
-    ++polled_;
+    link_armed(s);
     ++pending_cqes_;
     FdWatch& w = epoll_->watches[s->fd()];
     w.state = s;

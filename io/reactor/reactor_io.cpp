@@ -76,12 +76,16 @@ void Reactor::arm_poll(PollState* s) {
     if (multishot_poll_) sqe->len |= IORING_POLL_ADD_MULTI;
     io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uintptr_t>(s) | kStateBit);
     ++pending_cqes_;
+    link_armed(s);
+}
+
+void Reactor::link_armed(PollState* s) noexcept {
     s->in_kernel_ = true;
     s->prev_armed_ = nullptr;
     s->next_armed_ = armed_;
     if (armed_ != nullptr) armed_->prev_armed_ = s;
     armed_ = s;
-    ++polled_;
+    ++polled_;  // poll_event() takes it off again, when the poll ends
 }
 
 void Reactor::cancel_poll(PollState* s) {

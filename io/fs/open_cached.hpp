@@ -13,6 +13,10 @@
 
 #include "private.hpp"
 
+#include <fcntl.h>
+
+#include <cstdint>
+
 namespace eddy::detail {
 
 /// open_cached()'s result when the open failed for good (errno set: ENOENT, EACCES, ...,
@@ -20,6 +24,8 @@ namespace eddy::detail {
 inline constexpr int kOpenFailed = -2;
 
 /// The descriptor (O_CLOEXEC added), or -1: go through io_uring instead, or kOpenFailed.
-int open_cached(const char* path, int flags) noexcept;
+/// `path` is taken relative to `dir` (AT_FDCWD: the working directory), with the RESOLVE_*
+/// flags of `resolve` added to RESOLVE_CACHED.
+int open_cached(const char* path, int flags, int dir = AT_FDCWD, std::uint64_t resolve = 0) noexcept;
 
 }  // namespace eddy::detail

@@ -4,8 +4,10 @@
 #include "reactor/reactor.hpp"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -40,6 +42,9 @@ std::int64_t syscall_once(const IoOperation& op) noexcept {
         return (op.op_flags & 1u) != 0 ? ::fdatasync(op.fd) : ::fsync(op.fd);
     case IoKind::kOpenAt:
         return ::openat(op.fd, path, static_cast<int>(op.op_flags), static_cast<mode_t>(op.len));
+    case IoKind::kOpenAt2:
+        return ::syscall(SYS_openat2, op.fd, path,
+                         reinterpret_cast<const open_how*>(static_cast<std::uintptr_t>(op.offset)), sizeof(open_how));
     case IoKind::kStatx:
         return ::statx(op.fd, path, static_cast<int>(op.op_flags), op.len,
                        reinterpret_cast<struct statx*>(static_cast<std::uintptr_t>(op.offset)));
@@ -67,8 +72,8 @@ std::int32_t FilePool::call(const IoOperation& op) noexcept {
 }
 
 bool FilePool::always_pooled(IoKind k) noexcept {
-    return k == IoKind::kFsync || k == IoKind::kOpenAt || k == IoKind::kStatx || k == IoKind::kRenameAt ||
-           k == IoKind::kUnlinkAt || k == IoKind::kMkdirAt;
+    return k == IoKind::kFsync || k == IoKind::kOpenAt || k == IoKind::kOpenAt2 || k == IoKind::kStatx ||
+           k == IoKind::kRenameAt || k == IoKind::kUnlinkAt || k == IoKind::kMkdirAt;
 }
 
 FilePool::FilePool(Reactor& reactor, std::string thread_name, const RuntimeConfig& config)

@@ -45,6 +45,7 @@ IoOpKind latency_kind(IoKind k) noexcept {
     case IoKind::kPoll:
         return IoOpKind::poll;
     case IoKind::kOpenAt:
+    case IoKind::kOpenAt2:
     case IoKind::kStatx:
     case IoKind::kRenameAt:
     case IoKind::kUnlinkAt:
@@ -158,6 +159,10 @@ void Reactor::start_io(IoOperation* op) {
         break;
     case IoKind::kOpenAt:
         io_uring_prep_openat(sqe, op->fd, static_cast<const char*>(op->addr), static_cast<int>(op->op_flags), op->len);
+        break;
+    case IoKind::kOpenAt2:
+        io_uring_prep_openat2(sqe, op->fd, static_cast<const char*>(op->addr),
+                              reinterpret_cast<open_how*>(static_cast<std::uintptr_t>(op->offset)));
         break;
     case IoKind::kPoll:
         io_uring_prep_poll_add(sqe, op->fd, op->len);

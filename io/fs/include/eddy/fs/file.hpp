@@ -41,6 +41,13 @@ class File {
 public:
     /// open(2) with `flags` (O_RDONLY, O_WRONLY | O_CREAT | O_TRUNC, ...) and `mode`.
     static Task<File> open(std::string path, int flags = O_RDONLY, mode_t mode = 0644);
+    /// Opens `path` beneath the directory `dir` (a File opened with O_DIRECTORY), and never
+    /// outside it: openat2(2) with RESOLVE_BENEATH and RESOLVE_NO_MAGICLINKS. A path that
+    /// would leave `dir` fails with EXDEV: an absolute path, a ".." above `dir`, or a symbolic
+    /// link whose target lies outside it (one that stays inside is followed); a /proc "magic"
+    /// link fails with ELOOP. The tool for serving a tree a client names paths in, such as a
+    /// file server's root. Errors are std::system_error with the errno and the path.
+    static Task<File> open_beneath(const File& dir, std::string path, int flags = O_RDONLY, mode_t mode = 0644);
 
     /// Adopts an open descriptor.
     explicit File(io::FileDescriptor fd) noexcept : fd_(std::move(fd)) {}

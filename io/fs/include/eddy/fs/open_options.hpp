@@ -9,7 +9,7 @@
 //! truncate empties it; mode is for a file created (0644, minus the umask). A combination
 //! that cannot work (neither read, write nor append; truncate or create without write access)
 //! is std::invalid_argument; what the kernel refuses is std::system_error with the errno and
-//! the path.
+//! the path. open_beneath(dir, path) opens within a directory and never outside it.
 //! @file
 #pragma once
 
@@ -61,6 +61,9 @@ public:
     /// combination that cannot work, std::system_error with the errno and the path for what the
     /// kernel refuses.
     Task<File> open(std::string path) const;
+    /// Opens `path` beneath the directory `dir` with these options, never outside it (as
+    /// File::open_beneath: EXDEV for a path or symbolic link that leaves `dir`).
+    Task<File> open_beneath(const File& dir, std::string path) const;
 
 private:
     bool read_ = false, write_ = false, append_ = false, create_ = false, create_new_ = false, truncate_ = false;

@@ -75,7 +75,8 @@ public:
     IoAwaiter(const IoAwaiter&) = delete;
     IoAwaiter& operator=(const IoAwaiter&) = delete;
     ~IoAwaiter() {
-        if (!delivered_ && (op_.io == IoKind::kAccept || op_.io == IoKind::kOpenAt)) close_unclaimed(op_);
+        if (!delivered_ && (op_.io == IoKind::kAccept || op_.io == IoKind::kOpenAt || op_.io == IoKind::kOpenAt2))
+            close_unclaimed(op_);
     }
 
     IoOperation& op() noexcept { return op_; }

@@ -111,7 +111,8 @@ enum class IoKind : std::uint8_t {
     kRenameAt,
     kUnlinkAt,
     kMkdirAt,
-    kWaitId
+    kWaitId,
+    kOpenAt2  // openat2(2): addr the path, offset the open_how (fs::File::open_beneath)
 };
 
 struct IoOperation : Operation {

@@ -8,14 +8,18 @@
 // limits: examples/support/http_request.hpp) and answers each one:
 //   * the target's path (up to a '?') is percent-decoded and taken apart at '/'; empty and
 //     "." segments are skipped. A ".." segment, a NUL byte or a bad escape is refused (403
-//     or 400) before anything is opened, so no request reaches outside the root;
+//     or 400) before anything is opened;
+//   * the file is opened beneath the root (fs::File::open_beneath: openat2 with
+//     RESOLVE_BENEATH), so that no request reaches outside it, not even through a symbolic
+//     link: a link that stays inside the root is followed, one whose target lies outside it
+//     (a file, or a directory on the way) is refused with 403, as the kernel resolves it;
 //   * a regular file answers 200 with its length; a missing file or a directory 404, a file
 //     the server may not read 403; other methods 405;
 //   * the body: a file of at most 16 KiB is read into the answer's buffer after the headers
 //     and goes out in one write; a larger one goes with TcpStream::send_file, which has the
 //     kernel copy it from the page cache into the socket with no buffer in between. The
-//     file is opened through io_uring (fs::File::open), so a cold directory never blocks a
-//     worker;
+//     file is opened through io_uring when its directory is not in the caches, so a cold
+//     directory never blocks a worker;
 //   * a client that goes away mid-transfer ends its connection only (EPIPE/ECONNRESET).
 // The command line, the accept loop and the drain on SIGTERM are the other server examples'
 // (examples/support/tcp_server.hpp). First line:
@@ -23,6 +27,7 @@
 #include "support/http_request.hpp"
 #include "support/tcp_server.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -41,7 +46,8 @@ constexpr std::size_t kInlineBody = 16 * 1024;  // bodies up to this size go out
 using examples::http::Outcome;
 using examples::http::Request;
 
-std::string g_root;  // --root, set once before the server starts
+std::string g_root;                        // --root, set once before the server starts
+std::optional<eddy::fs::File> g_root_dir;  // the root, open: every file is opened beneath it
 
 /// The path under the root that `target` names ("docs/a.txt"), or the status to refuse it with.
 struct Resolved {
@@ -109,10 +115,12 @@ struct Opened {
 eddy::Task<Opened> open_file(const std::string& relative) {
     Opened o;
     try {
-        o.file.emplace(co_await eddy::fs::File::open(g_root + "/" + relative));
+        o.file.emplace(co_await eddy::fs::File::open_beneath(*g_root_dir, relative));
     } catch (const std::system_error& e) {
+        // EXDEV: the path leaves the root (a symbolic link to a file or a directory outside);
+        // ELOOP: a link loop, or a /proc "magic" link.
         const int err = e.code().value();
-        o.refusal = err == EACCES || err == EPERM ? "403 Forbidden" : "404 Not Found";
+        o.refusal = err == EACCES || err == EPERM || err == EXDEV || err == ELOOP ? "403 Forbidden" : "404 Not Found";
         co_return o;
     }
     struct stat st {};
@@ -199,6 +207,12 @@ int main(int argc, char** argv) {
                      g_root.c_str());
         return 2;
     }
+    const int root_fd = ::open(g_root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root_fd < 0) {
+        std::fprintf(stderr, "file_server: --root %s: %s\n", g_root.c_str(), std::strerror(errno));
+        return 2;
+    }
+    g_root_dir.emplace(eddy::io::FileDescriptor(root_fd));
     return examples::run_tcp_server("file_server", "a static-file HTTP/1.1 server (--root DIR)",
                                     static_cast<int>(args.size()), args.data(), serve_files);
 }

@@ -5,11 +5,13 @@
 // and 1 MiB + 7 (sent with sendfile) arrive byte for byte (curl); keep-alive serves several
 // files on one connection (curl reuses it); HEAD gives the length and no body; a missing
 // file and a directory are 404; "..", in plain or percent-encoded, is 403 and a file beside
-// the root is never served; POST is 405. A client that reads a little of a large file and
-// goes away ends its connection only: the next request is answered. wrk on the 1 MiB file:
-// every answer 2xx, no socket error. Then SIGTERM: exit 0, nothing on stderr. The server
-// comes from EDDY_FILE_SERVER, wrk from EDDY_WRK (its case is skipped without it); curl is
-// found on PATH (tools/install-deps.sh installs it; the test is skipped without it).
+// the root is never served; a symbolic link out of the root (to a file beside it, to
+// /etc/passwd, to the directory above) is 403 and one that stays inside is followed; POST is
+// 405. A client that reads a little of a large file and goes away ends its connection only:
+// the next request is answered. wrk on the 1 MiB file: every answer 2xx, no socket error.
+// Then SIGTERM: exit 0, nothing on stderr. The server comes from EDDY_FILE_SERVER, wrk from
+// EDDY_WRK (its case is skipped without it); curl is found on PATH (tools/install-deps.sh
+// installs it; the test is skipped without it).
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -110,6 +112,21 @@ TEST_CASE("file_server: files byte for byte, HEAD, 404, traversal refused, a cli
     CHECK(code("-X POST " + url + "/five") == "405");
     CHECK(run_command(curl + url + "/sub/./../five?query", &status) != secret);  // ".." refused: 403's text
     CHECK(code(url + "/sub//inline?x=1") == "200");
+
+    // Symbolic links: the kernel resolves them beneath the root, so the path's text is not
+    // what decides. Out of the root by a relative target, an absolute one, or a directory
+    // on the way: 403, and never the file's bytes. Inside it: followed.
+    REQUIRE(::symlink("../secret", (tree.dir + "/root/out").c_str()) == 0);
+    REQUIRE(::symlink("/etc/passwd", (tree.dir + "/root/passwd").c_str()) == 0);
+    REQUIRE(::symlink(tree.dir.c_str(), (tree.dir + "/root/up").c_str()) == 0);
+    REQUIRE(::symlink("sub/inline", (tree.dir + "/root/in").c_str()) == 0);
+    CHECK(code(url + "/out") == "403");
+    CHECK(code(url + "/passwd") == "403");
+    CHECK(code(url + "/up/secret") == "403");
+    CHECK(code(url + "/up/root/five") == "403");  // back into the root, but by way of outside
+    CHECK(run_command(curl + url + "/out", &status).find(secret) == std::string::npos);
+    CHECK(run_command(curl + url + "/passwd", &status).find("root:") == std::string::npos);
+    CHECK(run_command(curl + url + "/in", &status) == contents[2]);
 
     // A client that takes a little of the large file and goes away.
     for (int i = 0; i < 3; ++i) {

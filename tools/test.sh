@@ -74,7 +74,7 @@ print_stage_times() {
     done
     printf '  %-44s %5d s\n' "all" "$SECONDS"
 }
-trap 'status=$?; ((status == 0)) || print_stage_times' EXIT
+trap 'status=$?; rm -f "${findings:-}"; ((status == 0)) || print_stage_times' EXIT
 
 stage "install what is missing" bash tools/install-deps.sh
 
@@ -115,6 +115,7 @@ build() {  # build DIR: ninja, quietly; on failure the compiler's messages
 
 passed=0
 failed=0
+findings=$(mktemp)  # what failed, repeated at the end
 suites() {  # suites LABEL [command...]: runs the command (a meson test), tallies its results
     local label=$1
     shift
@@ -128,6 +129,10 @@ suites() {  # suites LABEL [command...]: runs the command (a meson test), tallie
     if ((status != 0)); then
         echo "== $label: FAILED; the failing tests' output follows"
         sed -n '/^=* [0-9]*\/[0-9]* =*$/,$p' "$log" | tail -200
+        # The first findings again, one line each, for the summary at the end: a CI page
+        # that shows only the end of a long log still says what failed.
+        grep -E '^TEST CASE: |: (ERROR|FATAL ERROR): |^SUMMARY: [A-Za-z]+Sanitizer|^ThreadSanitizer: |^(ERROR|WARNING): [A-Za-z]+Sanitizer' \
+            "$log" | head -12 | sed "s|^|== $label: |" >>"$findings"
         failed=$((failed > 0 ? failed : 1))
     fi
     rm -f "$log"
@@ -174,5 +179,10 @@ if [[ -n $launcher ]]; then
     echo "== ccache: $((hits_after - hits_before)) hits, $((misses_after - misses_before)) misses in this run"
 fi
 trap - EXIT
+if [[ -s $findings ]]; then
+    echo "== what failed (the first findings of each failed pass; the whole output is above)"
+    cut -c1-400 "$findings"
+fi
+rm -f "$findings"
 echo "tests: $passed passed, $failed failed"
 ((failed == 0))

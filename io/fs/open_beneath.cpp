@@ -30,11 +30,9 @@ Task<fs::File> open_beneath(int dir, std::string path, int flags, mode_t mode, c
     // openat2 refuses a mode without O_CREAT or O_TMPFILE (EINVAL), where open(2) ignores it.
     if ((flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE) how.mode = mode;
     how.resolve = kBeneath;
-    const std::size_t fd = co_await path_op({.kind = IoKind::kOpenAt2,
-                                             .fd = dir,
-                                             .addr = path.data(),
-                                             .offset = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&how))},
-                                            what, path);
+    const auto how_at = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&how));
+    const std::size_t fd =
+        co_await path_op({.kind = IoKind::kOpenAt2, .fd = dir, .addr = path.data(), .offset = how_at}, what, path);
     co_return fs::File(io::FileDescriptor(static_cast<int>(fd)));
 }
 

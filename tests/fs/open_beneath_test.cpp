@@ -117,10 +117,10 @@ TEST_CASE("open_beneath refuses every way out with EXDEV, on the worker and thro
     const Tree tree;
     Runtime rt(RuntimeConfig{.workers = 1});
     const std::vector<std::string> ways_out = {
-        "out",                // a link with a relative target outside
-        "abs",                // a link with an absolute target
-        "dir/outside.txt",    // through a link to a directory outside
-        "../outside.txt",     // ".." above the root
+        "out",              // a link with a relative target outside
+        "abs",              // a link with an absolute target
+        "dir/outside.txt",  // through a link to a directory outside
+        "../outside.txt",   // ".." above the root
         "sub/../../outside.txt",
         tree.tmp.file("outside.txt"),  // an absolute path, even to a file that exists
     };

@@ -100,6 +100,7 @@ Engine::Step Engine::fail(int ret, const char* what) {
         ERR_clear_error();
         return {Status::kClosed};
     }
+    held_ = false;  // the alert OpenSSL queued goes out (after the tickets, in order)
     const unsigned long first = ERR_peek_error();
     long verify = SSL_get_verify_result(ssl_);
     errc kind = errc::protocol;
@@ -129,7 +130,12 @@ Engine::Step Engine::handshake(const char* what) {
     if (failed_) return {Status::kFailed, 0, failed_};
     ERR_clear_error();
     const int r = SSL_do_handshake(ssl_);
-    if (r == 1) return {Status::kDone};
+    if (r == 1) {
+        // A TLS 1.3 server's last step (the client's Finished read) queues only its session
+        // tickets: held for the first record (engine.hpp, "Session tickets").
+        held_ = SSL_is_server(ssl_) == 1 && SSL_version(ssl_) == TLS1_3_VERSION && BIO_ctrl_pending(out_) > 0;
+        return {Status::kDone};
+    }
     Step s = fail(r, what);
     if (s.status == Status::kClosed) {
         failed_ = std::make_exception_ptr(
@@ -156,6 +162,7 @@ Engine::Step Engine::write(std::span<const std::byte> data, const char* what) {
         return {Status::kFailed, 0,
                 std::make_exception_ptr(Error(errc::protocol, std::string(what) + ": written after shutdown()"))};
     ERR_clear_error();
+    held_ = false;  // the tickets go first, in the same send as this record
     std::size_t n = 0;
     const int r = SSL_write_ex(ssl_, data.data(), data.size(), &n);
     if (r == 1) return {Status::kDone, n};
@@ -172,6 +179,7 @@ Engine::Step Engine::shutdown(const char* what) {
     std::lock_guard lock(mu_);
     if (failed_) return {Status::kFailed, 0, failed_};
     ERR_clear_error();
+    held_ = false;
     const int r = SSL_shutdown(ssl_);  // 0: close_notify queued, the peer's not seen yet
     if (r >= 0) return {Status::kDone};
     Step s = fail(r, what);
@@ -195,6 +203,7 @@ void Engine::commit_input(std::size_t n) {
 std::span<const std::byte> Engine::pending_output() {
     {
         std::lock_guard lock(mu_);
+        if (held_) return {};
         const std::size_t pending = BIO_ctrl_pending(out_);
         if (pending > 0) {
             if (out_pos_ == out_buf_.size()) {
@@ -210,8 +219,9 @@ std::span<const std::byte> Engine::pending_output() {
     return std::span<const std::byte>(out_buf_).subspan(out_pos_);
 }
 
-bool Engine::has_output() const {
+bool Engine::release_for_wait() {
     std::lock_guard lock(mu_);
+    held_ = false;
     return BIO_ctrl_pending(out_) > 0;
 }
 

@@ -206,10 +206,11 @@ private:
             engine_->consume_output(co_await stream_.write(out));
     }
 
-    // Ciphertext a read produced: sent now unless a writer holds the lock (it then goes out
-    // with that writer's records, or the next write's).
+    // Ciphertext a read produced, or held tickets (engine.hpp), before the read waits: sent
+    // now unless a writer holds the lock (it then goes out with that writer's records, or
+    // the next write's).
     Task<void> send_if_free() {
-        if (!engine_->has_output()) co_return;
+        if (!engine_->release_for_wait()) co_return;
         if (std::optional<MutexGuard> g = engine_->write_lock().try_lock()) co_await send_locked();
     }
 

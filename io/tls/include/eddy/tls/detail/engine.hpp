@@ -19,6 +19,17 @@
 // output buffer to the holder of write_lock() (every send of ciphertext happens under it, so
 // records leave in order).
 //
+// # Session tickets
+// A TLS 1.3 server sends its session tickets after the handshake proper, once it has read
+// the client's Finished. Sent then, on their own, they are unacknowledged when the first
+// response follows a moment later (the client has nothing to send, so it delays its ACK),
+// and on a socket with Nagle's algorithm on (no TCP_NODELAY) the kernel holds that response
+// until the client's delayed-ACK timer fires: about 40 ms on every fresh connection. So they
+// are held (`held_`: pending_output() gives nothing) until the first write(), shutdown() or
+// failure, and leave in the same send as what that queues; or until a read has to wait for
+// the peer (release_for_wait()): the client's request is not there yet, and may be waiting
+// for our ACK of its Finished behind its own Nagle, which the tickets then carry at once.
+//
 // # After a failure
 // A fatal error (a bad record, an alert, a truncation) is remembered: every later
 // read/write/shutdown gives the same error.
@@ -79,11 +90,12 @@ public:
     std::span<std::byte> input_space() noexcept { return {in_buf_.data(), in_buf_.size()}; }
     void commit_input(std::size_t n);
 
-    /// Ciphertext to send (empty: nothing); call under write_lock(). Sent bytes are
+    /// Ciphertext to send (empty: nothing, or only held tickets); call under write_lock(). Sent bytes are
     /// consume_output()'d; what is not sent stays first in line.
     std::span<const std::byte> pending_output();
-    /// True while OpenSSL holds ciphertext not yet taken by pending_output(). Any thread.
-    bool has_output() const;
+    /// Before a read waits for the peer: releases what is held ("Session tickets" above) and
+    /// says whether OpenSSL holds ciphertext not yet taken by pending_output(). Any thread.
+    bool release_for_wait();
     void consume_output(std::size_t n) noexcept;
     /// Held by whoever sends ciphertext.
     Mutex& write_lock() noexcept { return write_lock_; }
@@ -109,6 +121,7 @@ private:
     bio_st* in_ = nullptr;     // ciphertext from the peer (owned by ssl_)
     bio_st* out_ = nullptr;    // ciphertext for the peer (owned by ssl_)
     bool eof_ = false;         // the stream below ended
+    bool held_ = false;        // the session tickets wait for the first record (see above)
     std::string server_name_;  // a client's: the key of the Context's session cache
     std::exception_ptr failed_{};
     std::vector<std::byte> in_buf_;

@@ -41,8 +41,8 @@
 # is wide; and everything must work on either driver. One pass checks both, at no cost in
 # time; the first pass is io_uring's, quiet. Left out of the second pass are the suites
 # whose outcome depends neither on timing nor on the driver: 'headers', 'compile_fail' and
-# 'tools' check what is compiled, written and laid out, and 'install' what is installed. The
-# docs' programs ('docs') run in it: they run a Runtime.
+# 'tools' and 'api_docs' (Doxygen's check) check what is compiled, written and laid out, and
+# 'install' what is installed. The docs' programs ('docs') run in it: they run a Runtime.
 # Ends with the wall time of each stage, then one line "tests: N passed, N failed" summing
 # every pass.
 set -euo pipefail
@@ -148,7 +148,7 @@ run() {  # run NAME DIR [env...]: builds DIR, runs all its suites, then again be
     if ! $quick; then  # its logs are meson-logs/testlog-hog.*, beside the first pass's testlog.*
         stage "$name: epoll tests beside a hog" suites "$name: testing on epoll (no io_uring) beside a CPU hog" \
             bash tools/beside_hog.sh "$dir/tools/no-io-uring" "${test[@]}" --logbase testlog-hog --no-suite install \
-            --no-suite headers --no-suite compile_fail --no-suite tools
+            --no-suite headers --no-suite compile_fail --no-suite tools --no-suite api_docs
     fi
 }
 

@@ -70,7 +70,7 @@ public:
         const std::string sep = labels.empty() ? "" : labels + ",";
         std::uint64_t below = 0;
         std::size_t i = 0;
-        for (std::size_t k = 16 + 8 * 8; k <= 16 + 8 * 33; k += 8) {  // 2^10 ns .. 2^35 ns
+        for (std::size_t k = 16 + 8 * 8; k <= 16 + 8 * 33; k += 8) {  // le 2^12 - 1 ns .. 2^37 - 1 ns
             for (; i < k; ++i) below += h.bucket(i);
             const auto bound_ns = static_cast<std::uint64_t>(DurationHistogram::bucket_lower(k).count()) - 1;
             char le[48];

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -330,6 +331,26 @@ TEST_CASE("to_prometheus writes a valid exposition whose figures match the snaps
     CHECK_THROWS_AS((void)m.to_prometheus("9lives"), std::invalid_argument);
     CHECK_THROWS_AS((void)m.to_prometheus(""), std::invalid_argument);
     CHECK_THROWS_AS((void)m.to_prometheus("a-b"), std::invalid_argument);
+}
+
+TEST_CASE("the histograms' buckets run by powers of two from 4.1 us to 137 s, as the operating guide says") {
+    // The guide's range is checked against the exposition itself: each finite `le` is one
+    // nanosecond under a power of two, 2^12 ns (4.096 us) to 2^37 ns (137.4 s), 26 of them.
+    Runtime rt(RuntimeConfig{.workers = 1});
+    const std::string text = rt.metrics().to_prometheus();
+    const std::string head = "eddy_worker_scheduling_delay_seconds_bucket{worker=\"0\",le=\"";
+    std::vector<std::string> bounds;
+    for (std::size_t at = 0; (at = text.find(head, at)) != std::string::npos; at += head.size())
+        bounds.push_back(text.substr(at + head.size(), text.find('"', at + head.size()) - at - head.size()));
+    REQUIRE(bounds.size() == 27);
+    CHECK(bounds.back() == "+Inf");
+    for (std::size_t i = 0; i + 1 < bounds.size(); ++i) {
+        CAPTURE(i);
+        const auto ns = static_cast<std::uint64_t>(std::llround(std::stod(bounds[i]) * 1e9));
+        CHECK(ns + 1 == std::uint64_t{1} << (12 + i));
+    }
+    CHECK(bounds.front() == "0.000004095");
+    CHECK(bounds[25] == "137.438953471");
 }
 
 namespace {

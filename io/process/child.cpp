@@ -112,13 +112,13 @@ void Child::drop() noexcept {
         try {
             // If the task never runs (the runtime is stopping), its frame's guard hands the
             // pidfd to the orphan list.
-            (void)eddy::spawn(reap_in_background(detail::OrphanGuard(std::move(pidfd_))));
+            (void)eddy::spawn(reap_in_background(detail::OrphanGuard(std::move(pidfd_), kill_on_drop_)));
             return;
         } catch (...) {
             if (!pidfd_) return;  // the guard has it (and gave it to the orphan list)
         }
     }
-    detail::adopt_orphan(std::move(pidfd_));
+    detail::adopt_orphan(std::move(pidfd_), kill_on_drop_);
 }
 
 Task<ExitStatus> Child::wait(std::stop_token token) {

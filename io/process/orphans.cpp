@@ -2,6 +2,8 @@
 // background task waits for (dropped off a runtime, or at its shutdown).
 #include "process/orphans.hpp"
 
+#include <poll.h>
+
 #include <mutex>
 #include <system_error>
 #include <vector>
@@ -15,7 +17,18 @@ std::vector<io::FileDescriptor> orphans;  // guarded by orphans_mutex
 
 }  // namespace
 
-void adopt_orphan(io::FileDescriptor pidfd) noexcept {
+void adopt_orphan(io::FileDescriptor pidfd, bool killed) noexcept {
+    if (killed) {
+        // The pidfd becomes readable when the child exits; EINTR just ends the wait early.
+        pollfd p{pidfd.get(), POLLIN, 0};
+        if (::poll(&p, 1, kKilledWaitMs) > 0) {
+            try {
+                if (reap(pidfd.get(), "eddy::process: reaping a killed child")) return;
+            } catch (const std::system_error&) {
+                return;  // ECHILD: reaped elsewhere
+            }
+        }
+    }
     try {
         const std::lock_guard lock(orphans_mutex);
         orphans.push_back(std::move(pidfd));

@@ -26,8 +26,14 @@ void force_pidfd_poll(bool on) noexcept;
 /// and the runtime's ring has it). Throws eddy::WrongThread off a worker.
 bool waits_with_waitid();
 
-/// Keeps `pidfd` (a dropped child) until a later reap_orphans() finds it ended.
-void adopt_orphan(io::FileDescriptor pidfd) noexcept;
+/// Keeps `pidfd` (a dropped child) until a later reap_orphans() finds it ended. A child sent
+/// SIGKILL (`killed`: kill_on_drop) is waited for here first, up to kKilledWait, and reaped
+/// then: it dies at once unless the kernel holds it in an uninterruptible wait, so a runtime's
+/// shutdown leaves no zombie of it behind for the next spawn to find.
+void adopt_orphan(io::FileDescriptor pidfd, bool killed = false) noexcept;
+
+/// How long adopt_orphan() waits for a killed child to end (then the list keeps it).
+inline constexpr int kKilledWaitMs = 1000;
 
 /// Reaps every adopted child that has ended; called by each Command::spawn.
 void reap_orphans() noexcept;
@@ -36,11 +42,12 @@ void reap_orphans() noexcept;
 /// pidfd to the orphan list. Move-only: a moved-from guard holds nothing.
 class OrphanGuard {
 public:
-    explicit OrphanGuard(io::FileDescriptor pidfd) noexcept : fd_(std::move(pidfd)) {}
+    /// `killed`: the child was sent SIGKILL (adopt_orphan).
+    OrphanGuard(io::FileDescriptor pidfd, bool killed) noexcept : fd_(std::move(pidfd)), killed_(killed) {}
     OrphanGuard(OrphanGuard&&) noexcept = default;
     OrphanGuard& operator=(OrphanGuard&&) = delete;
     ~OrphanGuard() {
-        if (fd_) adopt_orphan(std::move(fd_));
+        if (fd_) adopt_orphan(std::move(fd_), killed_);
     }
     int fd() const noexcept { return fd_.get(); }
     /// The child is reaped: the destructor just closes the pidfd.
@@ -48,6 +55,7 @@ public:
 
 private:
     io::FileDescriptor fd_;
+    bool killed_ = false;
 };
 
 }  // namespace eddy::process::detail

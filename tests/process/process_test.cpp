@@ -28,6 +28,7 @@
 #include <eddy/runtime/spawn.hpp>
 #include <eddy/runtime/when_all.hpp>
 #include <eddy/runtime/yield_now.hpp>
+#include <eddy/sync/event.hpp>
 #include <eddy/tasks/cancellation.hpp>
 #include <eddy/tasks/errors.hpp>
 #include <eddy/time/sleep.hpp>
@@ -325,6 +326,33 @@ TEST_CASE("dropped children: kept running, or killed with kill_on_drop, and reap
     Child next = Command("true").spawn();
     CHECK(reaped(orphan));
     CHECK(run(rt, next.wait()).success());
+}
+
+TEST_CASE("kill_on_drop children in a task that a runtime's shutdown destroys are reaped with it") {
+    // Twenty `sleep 60` with kill_on_drop, held by a task still sleeping when the runtime
+    // goes: its frame is destroyed, each ~Child sends SIGKILL, and each child is reaped then,
+    // not left a zombie until some later Command::spawn (there is none here).
+    std::vector<pid_t> pids;
+    {
+        Runtime rt(RuntimeConfig{.workers = 2});
+        run(rt, [&]() -> Task<void> {
+            eddy::Event held;
+            (void)eddy::spawn([](std::vector<pid_t>& out, eddy::Event& ready) -> Task<void> {
+                std::vector<Child> children;
+                for (int i = 0; i < 20; ++i) {
+                    children.push_back(Command("sleep").arg("60").kill_on_drop(true).spawn());
+                    out.push_back(children.back().id());
+                }
+                ready.set();
+                co_await eddy::sleep(std::chrono::hours(1));  // never ends: the shutdown destroys it
+            }(pids, held));
+            co_await held;
+        }());
+    }
+    REQUIRE(pids.size() == 20);
+    int zombies = 0;
+    for (pid_t pid : pids) zombies += reaped(pid) ? 0 : 1;
+    CHECK(zombies == 0);
 }
 
 TEST_CASE("50 children at once, all reaped: no zombie left") {

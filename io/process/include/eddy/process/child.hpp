@@ -24,7 +24,8 @@
 //! Dropping a Child that has not been waited for (Tokio's default): the child keeps running
 //! (unless Command::kill_on_drop(true), which sends it SIGKILL) and is reaped in the
 //! background, so it does not stay a zombie: on a runtime worker, by a detached task waiting
-//! on its pidfd; elsewhere, or when that task is dropped at runtime shutdown, by the next
+//! on its pidfd; elsewhere, or when that task is dropped at runtime shutdown, a killed child
+//! is reaped there as it dies (waited for up to a second), any other by the next
 //! Command::spawn of the process, which reaps every such orphan that has exited.
 //! @file
 #pragma once

@@ -170,7 +170,7 @@ eddy::Task<void> answer(eddy::net::TcpStream& s, eddy::io::BufWriter<eddy::net::
     if (sent < o.size) throw std::runtime_error("file_server: " + where.path + " shrank while being sent");
 }
 
-eddy::Task<void> serve_files(eddy::net::TcpStream s, const examples::Drain& drain) {
+eddy::Task<void> serve_files(eddy::net::TcpStream& s, const examples::Drain& drain) {
     s.set_nodelay(true);
     eddy::io::BufReader in(s, 8192, examples::http::kMaxLine);
     eddy::io::BufWriter out(s, 16384 + 512);  // room for a small file and its headers

@@ -62,7 +62,7 @@ void answer_request(std::string& text, const Request& r) {
     else format_answer(text, "200 OK", kHello, head, r.close);
 }
 
-eddy::Task<void> serve_http(eddy::net::TcpStream s, const examples::Drain& drain) {
+eddy::Task<void> serve_http(eddy::net::TcpStream& s, const examples::Drain& drain) {
     s.set_nodelay(true);
     eddy::io::BufReader in(s, 8192, examples::http::kMaxLine);
     eddy::io::BufWriter out(s, 16384);

@@ -236,7 +236,7 @@ void execute(std::vector<std::string>& args, std::string& out) {
     }
 }
 
-eddy::Task<void> serve_kv(eddy::net::TcpStream s, const examples::Drain& drain) {
+eddy::Task<void> serve_kv(eddy::net::TcpStream& s, const examples::Drain& drain) {
     s.set_nodelay(true);
     eddy::io::FramedRead in(s, RespDecoder{}, 16384);
     eddy::io::BufWriter out(s, 16384);

@@ -9,7 +9,10 @@
 //   * the server's life: SIGINT/SIGTERM blocked before the Runtime starts (its threads
 //     inherit the mask, so the signals reach a signalfd), the listener bound before the
 //     "<name> runtime=eddy workers=N listening=ADDR" line is printed, one task per connection
-//     in an eddy::TaskTracker;
+//     in an eddy::TaskTracker. The task owns the connection's socket and lends it to the
+//     handler; once the handler has returned, the connection stops counting as open, then
+//     the socket closes: a client that has seen the end of its stream is never among the
+//     connections the drain line counts;
 //   * the drain, on SIGINT or SIGTERM: the listener closes at once (a new connection is
 //     refused), "<name>: SIGTERM, draining N connections" is printed, and the Drain every
 //     handler may take as its second parameter begins. Such a handler finishes the request it
@@ -33,7 +36,7 @@
 //     int main(int argc, char** argv) {
 //         return examples::run_tcp_server("echo_server", "a TCP echo server", argc, argv, echo);
 //     }
-// where `echo` is a `eddy::Task<void>(eddy::net::TcpStream, const examples::Drain&)` callable
+// where `echo` is a `eddy::Task<void>(eddy::net::TcpStream&, const examples::Drain&)` callable
 // (or one taking the stream alone, cancelled as the drain begins), whose loop starts with
 //         if (!co_await examples::next_request(s, drain)) co_return;  // draining and idle
 #pragma once
@@ -158,7 +161,7 @@ inline void report_connection_error(const char* name, std::exception_ptr e) {
 }
 
 /// Whether the server is draining (SIGINT or SIGTERM arrived), for a connection handler
-/// that takes it as its second parameter: `Task<void>(TcpStream, const Drain&)`. Such a
+/// that takes it as its second parameter: `Task<void>(TcpStream&, const Drain&)`. Such a
 /// handler finishes the request it is reading or answering, and closes the connection
 /// instead of waiting for another (next_request).
 class Drain {
@@ -200,25 +203,30 @@ namespace detail {
 
 /// What the shutdown lines report, and the drain the connections see.
 struct Shutdown {
-    std::atomic<int> signal{0};  // the signal that stopped us
+    std::atomic<int> signal{0};        // the signal that stopped us
+    std::atomic<std::size_t> open{0};  // connections accepted whose socket is not yet closed
     Drain drain;
 };
 
-/// Runs one connection's handler. A handler that takes a Drain finishes its request and
-/// closes; one that does not is cancelled as the drain begins (it has no request to finish).
-/// Its errors end this connection only.
+/// Runs one connection's handler on its socket `s`, counted in `shutdown.open` by the accept
+/// loop. A handler that takes a Drain finishes its request and closes; one that does not is
+/// cancelled as the drain begins (it has no request to finish). Its errors end this
+/// connection only. The count drops before the socket closes (with this frame): the drain
+/// line counts no connection whose client has already seen its end.
 template <class Handler>
 eddy::Task<void> guard_connection(const char* name, Handler& handler, eddy::net::TcpStream s, Shutdown& shutdown) {
     try {
-        if constexpr (std::is_invocable_v<Handler&, eddy::net::TcpStream, const Drain&>)
-            co_await handler(std::move(s), std::as_const(shutdown.drain));
-        else co_await eddy::with_stop_token(handler(std::move(s)), shutdown.drain.token());
+        if constexpr (std::is_invocable_v<Handler&, eddy::net::TcpStream&, const Drain&>)
+            co_await handler(s, std::as_const(shutdown.drain));
+        else co_await eddy::with_stop_token(handler(s), shutdown.drain.token());
     } catch (const eddy::OperationCancelled&) {
-        // The drain (a handler without Drain) or its deadline: the socket closed as the
-        // handler's frame went.
+        // The drain (a handler without Drain) or its deadline.
     } catch (...) {
         report_connection_error(name, std::current_exception());
     }
+    // Release: pairs with serve()'s acquire load; the close that follows is what the client
+    // sees, and what it does next (a signal) comes after.
+    shutdown.open.fetch_sub(1, std::memory_order_release);
 }
 
 /// Accepts until cancelled (SIGINT or SIGTERM), each connection tracked by `connections`.
@@ -228,7 +236,15 @@ eddy::Task<void> accept_loop(const char* name, eddy::net::TcpListener& listener,
     for (;;) {
         bool failed = false;
         try {
-            connections.spawn(guard_connection(name, handler, co_await listener.accept(), shutdown), "connection");
+            eddy::net::TcpStream s = co_await listener.accept();
+            // Counted before the task is: the drain line must count it from now on.
+            shutdown.open.fetch_add(1, std::memory_order_relaxed);
+            try {
+                connections.spawn(guard_connection(name, handler, std::move(s), shutdown), "connection");
+            } catch (...) {
+                shutdown.open.fetch_sub(1, std::memory_order_relaxed);
+                throw;
+            }
         } catch (const eddy::OperationCancelled&) {
             co_return;  // shutdown
         } catch (const std::system_error& e) {
@@ -280,7 +296,8 @@ eddy::Task<std::size_t> serve(const char* name, eddy::net::TcpListener listener,
         co_await accept_loop(name, listener, connections, handler, shutdown);
     });
     listener.close();  // from here on a new connection is refused (ECONNREFUSED)
-    const std::size_t open = connections.len();
+    // Acquire: pairs with guard_connection's release decrement.
+    const std::size_t open = shutdown.open.load(std::memory_order_acquire);
     std::printf("%s: %s, draining %zu connection%s\n", name, signal_name(shutdown.signal.load()), open,
                 open == 1 ? "" : "s");
     std::fflush(stdout);

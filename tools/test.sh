@@ -122,8 +122,13 @@ suites() {  # suites LABEL [command...]: runs the command (a meson test), tallie
     echo "== $label"
     local log status=0
     log=$(mktemp)
-    "$@" 2>&1 | tee "$log" | grep -E '^ *[0-9]+/[0-9]+ .*(FAIL|TIMEOUT|ERROR)|^(Ok|Fail|Skipped|Timeout):' || true
-    status=${PIPESTATUS[0]}
+    # Not `|| true` after the pipeline: with pipefail a failed test run fails the pipeline,
+    # and the `true` would then be what PIPESTATUS reports.
+    set +e
+    "$@" 2>&1 | tee "$log" | grep -E '^ *[0-9]+/[0-9]+ .*(FAIL|TIMEOUT|ERROR)|^(Ok|Fail|Skipped|Timeout):'
+    local codes=("${PIPESTATUS[@]}")
+    set -e
+    status=${codes[0]}
     passed=$((passed + $(awk '/^Ok:/ {n = $2} END {print n + 0}' "$log")))
     failed=$((failed + $(awk '/^(Fail|Timeout):/ {n += $2} END {print n + 0}' "$log")))
     if ((status != 0)); then

@@ -126,22 +126,30 @@ eddy::Event* const kWaitForRequest = reinterpret_cast<eddy::Event*>(1);  // exch
 }  // namespace
 
 TEST_CASE("a TLS 1.3 server sends its session tickets with its first response, in one send") {
-    // The request is there when the server reads (the client sends it without delay and the
-    // server reads once it is sent): nothing leaves between the handshake's flight and the
-    // answer, which carries the tickets. Round 2 resumes with them.
+    // The client sends its request without delay and the server reads once it is sent: no
+    // tickets leave on their own at the end of the handshake, and when the request has reached
+    // the engine the tickets go in the response's send. The request may still be on its way
+    // (a loaded machine delays loopback delivery): then the read sends the tickets before it
+    // waits, and the response is one more send. Most rounds must find it there. Rounds 1 to 5
+    // resume with the tickets of the round before.
     Runtime rt(RuntimeConfig{.workers = 2});
-    const eddy::tls::Context client_ctx = certs().client();  // one session cache for both rounds
+    const eddy::tls::Context client_ctx = certs().client();  // one session cache for all rounds
     const eddy::tls::Context server_ctx = certs().server();  // and one ticket key
-    for (int round = 0; round < 2; ++round) {
+    constexpr int kRounds = 6;
+    int together = 0;
+    for (int round = 0; round < kRounds; ++round) {
         CAPTURE(round);
         const Exchange e = run(rt, exchange(client_ctx, server_ctx, {.nodelay = true, .asked = kWaitForRequest}));
         INFO("sends: " << e.sends.handshake << " in the handshake, " << e.sends.after_read << " after the read, "
                        << e.sends.after_response << " after the response");
-        CHECK(e.sends.handshake == 1);  // the server's flight, and no tickets on their own
-        CHECK(e.sends.after_read == 1);
-        CHECK(e.sends.after_response == 2);  // tickets and response: one send
-        if (round == 1) CHECK(e.resumed);    // the tickets did arrive
+        CHECK(e.sends.handshake == 1);  // the server's flight, and no tickets on their own (before: 2)
+        CHECK(e.sends.after_read >= 1);
+        CHECK(e.sends.after_read <= 2);
+        CHECK(e.sends.after_response == e.sends.after_read + 1);  // the response: one send
+        if (e.sends.after_read == 1) ++together;                  // tickets and response together
+        if (round > 0) CHECK(e.resumed);                          // the tickets did arrive
     }
+    CHECK(together >= kRounds / 2);
 }
 
 TEST_CASE("a TLS 1.3 server whose read has to wait sends its tickets first; the response is one send") {

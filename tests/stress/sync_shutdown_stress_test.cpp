@@ -51,6 +51,26 @@ Task<void> wait_broadcast(eddy::broadcast::Receiver<int> rx, std::atomic<int>& w
     waiting.fetch_add(1);
     (void)co_await rx.receive();
 }
+Task<void> receive_counted(eddy::Channel<int>& ch, std::atomic<int>& waiting, std::atomic<int>& got,
+                           eddy::test::Counted) {
+    waiting.fetch_add(1);
+    if (std::optional<int> v = co_await ch.receive()) got.fetch_add(1);  // g++ 12: not `if (co_await ...)`
+}
+Task<void> acquire_counted(eddy::Semaphore& s, std::atomic<int>& waiting, std::atomic<int>& acquired,
+                           eddy::test::Counted) {
+    waiting.fetch_add(1);
+    co_await s.acquire();
+    acquired.fetch_add(1);  // kept
+}
+Task<void> send_and_release(eddy::Channel<int>& ch, eddy::Semaphore& s, int n, std::atomic<int>& sent,
+                            std::atomic<int>& released) {
+    for (int v = 0; v < n; ++v) {
+        co_await ch.send(int(v));
+        sent.fetch_add(1);
+        s.release();
+        released.fetch_add(1);
+    }
+}
 Task<void> wait_unbounded(eddy::UnboundedChannel<int>& ch, std::atomic<int>& waiting, eddy::test::Counted) {
     waiting.fetch_add(1);
     (void)co_await ch.receive();
@@ -207,6 +227,44 @@ TEST_CASE("a runtime destroyed while tasks wait on watch, broadcast and unbounde
         CHECK(brx.try_receive() == 1);
         u.close();
         CHECK(u.try_receive() == 1);
+    });
+}
+
+TEST_CASE("a runtime destroyed while another runtime's task grants its waiters loses no value or permit") {
+    // Runtime B (the worker count under test) waits on a channel and a semaphore that a task of
+    // runtime A feeds; B is destroyed while A's grants are in flight (wait_queue.hpp, steps 4
+    // and 6). Every value is received or still in the channel, in order; every permit is held
+    // by a task that took it or free again.
+    for_each_configuration(kProgram, [](std::size_t workers) {
+        constexpr int kWaiters = 32;
+        eddy::test::LifetimeCounter frames;
+        eddy::Channel<int> ch(kWaiters);  // room for every value: A's sends never wait for B
+        eddy::Semaphore s(0);
+        std::atomic<int> waiting{0}, got{0}, acquired{0}, sent{0}, released{0};
+        {
+            eddy::Runtime a(eddy::RuntimeConfig{.workers = 1});
+            {
+                eddy::Runtime b(eddy::RuntimeConfig{.workers = workers});
+                for (int i = 0; i < kWaiters; ++i) {
+                    b.spawn(receive_counted(ch, waiting, got, eddy::test::Counted(frames))).detach();
+                    b.spawn(acquire_counted(s, waiting, acquired, eddy::test::Counted(frames))).detach();
+                }
+                while (waiting.load() < 2 * kWaiters) std::this_thread::yield();
+                a.spawn(send_and_release(ch, s, kWaiters, sent, released)).detach();
+                while (sent.load() < kWaiters / 4) std::this_thread::yield();
+            }                                                 // B ends while A sends
+            a.shutdown_gracefully(std::chrono::seconds(60));  // A's task ends: no waiter is left
+        }
+        CHECK(frames.alive() == 0);
+        CHECK(sent.load() == kWaiters);
+        int left = 0, last = -1;
+        while (std::optional<int> v = ch.try_receive()) {
+            CHECK(*v > last);
+            last = *v;
+            ++left;
+        }
+        CHECK(got.load() + left == kWaiters);
+        CHECK(static_cast<int>(s.available()) + acquired.load() == released.load());
     });
 }
 

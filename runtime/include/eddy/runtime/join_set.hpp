@@ -222,7 +222,7 @@ public:
             return shared_->live == 0;  // empty set: nullopt
         }
         std::optional<value_type> await_resume() {
-            this->throw_if_cancelled();
+            this->finish_wait();
             if (!outcome_) return std::nullopt;
             return JoinSet::unwrap(std::move(*outcome_));
         }

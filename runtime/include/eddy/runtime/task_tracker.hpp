@@ -168,7 +168,7 @@ public:
         explicit Awaiter(std::shared_ptr<State> s) noexcept : WaitAwaiter(s->waiters), state_(std::move(s)) {}
         /// Lock held: done when closed and empty.
         bool try_now(detail::WakeList&) const noexcept { return state_->done_locked(); }
-        void await_resume() const { throw_if_cancelled(); }
+        void await_resume() { finish_wait(); }
 
     private:
         std::shared_ptr<State> state_;

@@ -23,16 +23,28 @@
 //      enqueue, unlock, return true and touch NOTHING of the awaiter or the frame: another
 //      thread may resume and destroy it at once.
 //   4. A grant: under the lock unlink the waiter, hand it the item/permit/ownership, mark it
-//      granted; after unlocking, schedule it (schedule_on). Waiters are always scheduled,
-//      never resumed inline.
+//      granted and add it to a WakeList. A waiter of the waker's own runtime is scheduled
+//      after unlocking; any other (another runtime's, or any waiter when the waker is no
+//      worker) is queued on its runtime there and then, under the lock (step 6 says why).
+//      Waiters are always scheduled, never resumed inline.
 //   5. The stop callback: lock; if the node is queued and still waiting, unlink it, mark it
 //      cancelled and let the primitive pass on what the waiter would have blocked (the
 //      queue's cancel hook: a Semaphore's permits); unlock; schedule the waiter. A waiter that
 //      was granted first stays granted: the grant wins, nothing is lost or duplicated.
-//   6. The awaiter's destructor: the stop callback goes first (StopCallback::reset waits
-//      for a callback running on another thread); then, if the node is still
-//      waiting (its frame is destroyed while suspended, e.g. by runtime shutdown), it is
-//      unlinked under the lock, so the primitive never points at freed memory.
+//   6. await_resume calls finish_wait() first: the wait is over. A node queued by a waker of
+//      another runtime (marked so under the lock) takes the lock once there, so that the
+//      waker is out of this runtime's scheduler before the task goes on and its runtime may
+//      end. The awaiter's destructor (leave()) acts only when the wait is not over: the frame
+//      is destroyed while suspended, which only its runtime's shutdown does. The stop
+//      callback goes first (StopRegistration::reset waits for a callback running on another
+//      thread); then the queue's lock is taken whatever the status: a waiting node is
+//      unlinked, so the primitive never points at freed memory, and a granter of another
+//      runtime still handing this node over (step 4) finishes first, so neither the frame
+//      nor its runtime is freed under it. leave() returns true when the node was granted:
+//      the primitive's awaiter gives back what it was handed (a value to the front of its
+//      channel, a permit, the lock), so nothing is lost.
+//   Why a waker of the same runtime may schedule after unlocking: that runtime destroys
+//   suspended frames only once every one of its workers has stopped, the waker's included.
 //   A wait granted at once (step 3) spends a unit of the task's cooperative budget and may
 //   make the task yield with its grant in hand (detail/coop_budget.hpp).
 #pragma once
@@ -72,6 +84,8 @@ public:
     WaitNode& operator=(const WaitNode&) = delete;
 
     static constexpr std::uintptr_t kStatusMask = 3;  // the status bits of queue_status_
+    static constexpr std::uintptr_t kAcross = 4;      // handed over by a waker of another runtime
+    static constexpr std::uintptr_t kBitsMask = kStatusMask | kAcross;
 
     WaitStatus status() const noexcept {
         // Acquire: pairs with the release store of whoever granted or cancelled the node
@@ -80,15 +94,24 @@ public:
     }
     /// Lock held (or the node not shared yet): no other writer.
     void set_status(WaitStatus s) noexcept {
-        const std::uintptr_t queue_bits = queue_status_.load(std::memory_order_relaxed) & ~kStatusMask;
+        const std::uintptr_t queue_bits =
+            queue_status_.load(std::memory_order_relaxed) & ~kStatusMask;  // keeps kAcross
         queue_status_.store(queue_bits | static_cast<std::uintptr_t>(s),
                             std::memory_order_release);  // release: pairs with status()
     }
 
     /// The queue the node waits on (fixed at construction). Relaxed: those bits never change.
     WaitQueue& queue() const noexcept {
-        return *reinterpret_cast<WaitQueue*>(queue_status_.load(std::memory_order_relaxed) & ~kStatusMask);
+        return *reinterpret_cast<WaitQueue*>(queue_status_.load(std::memory_order_relaxed) & ~kBitsMask);
     }
+
+    /// Lock held, granted or cancelled: a waker that is no worker of this node's runtime is about
+    /// to queue it there under the lock (WakeList::push). Release: pairs with handed_across().
+    void mark_across() noexcept {
+        queue_status_.store(queue_status_.load(std::memory_order_relaxed) | kAcross, std::memory_order_release);
+    }
+    /// By the resumed waiter: mark_across() happened. Acquire: pairs with it.
+    bool handed_across() const noexcept { return (queue_status_.load(std::memory_order_acquire) & kAcross) != 0; }
 
 private:
     friend class WaitQueue;
@@ -111,7 +134,8 @@ private:
     Scheduler* scheduler_ = nullptr;
 };
 
-/// Nodes granted or cancelled under a lock, scheduled once it is released (FIFO order).
+/// Nodes granted or cancelled under a lock: those of the waker's own runtime are scheduled
+/// once it is released (FIFO order), any other at once (protocol step 4).
 class WakeList {
 public:
     WakeList() noexcept = default;
@@ -120,6 +144,19 @@ public:
 
     /// Lock held; `n` is unlinked from its queue.
     void push(WaitNode& n) noexcept {
+        if (!here_known_) {
+            here_ = current_scheduler();
+            here_known_ = true;
+        }
+        if (n.scheduler_ != here_) {
+            // Another runtime's waiter (or any waiter, off a worker): queued on its runtime
+            // while the lock is held. Its frame cannot be destroyed meanwhile (leave() takes
+            // this lock), nor resume past finish_wait(), which takes it too once marked, so
+            // its runtime cannot end under the push. Its node is ours no more.
+            n.mark_across();
+            schedule_on(n.scheduler_, n.handle_);
+            return;
+        }
         n.next_ = nullptr;
         n.prev_ = tail_;
         if (tail_ != nullptr) {
@@ -130,37 +167,32 @@ public:
         tail_ = &n;
     }
 
-    /// Lock released: schedules every node. A granted or cancelled node is suspended and
+    /// Lock released: schedules the nodes of this worker's runtime. Each one is suspended and
     /// reachable from nowhere else, so its fields stay ours until it is scheduled.
     ///
-    /// The waiters resume in the order they waited. On the caller's own worker (same
-    /// runtime) the oldest takes the LIFO slot (it runs next, as a single wake-up's task
-    /// does) and the others join the end of the worker's wake queue, which runs oldest first
-    /// (runtime/worker.hpp). Any other waiter goes to its runtime's global queue, which is
-    /// FIFO too.
+    /// The waiters resume in the order they waited: the oldest takes the LIFO slot (it runs
+    /// next, as a single wake-up's task does) and the others join the end of the worker's
+    /// wake queue, which runs oldest first (runtime/worker.hpp).
     void wake_all() noexcept {
-        Scheduler* const here = current_scheduler();
-        bool slot_taken = false;
-        bool queued = false;
-        for (WaitNode* n = head_; n != nullptr;) {
-            WaitNode* next = n->next_;  // read first: the waiter may run (and end) at once
-            // SAFETY: from here on another thread may resume and destroy the frame.
-            if (n->scheduler_ != here || !slot_taken) {
-                slot_taken = slot_taken || n->scheduler_ == here;
-                schedule_on(n->scheduler_, n->handle_);
-            } else {
-                schedule_woken_local(n->handle_);
-                queued = true;
-            }
-            n = next;
-        }
-        if (queued) notify_local_work();
+        WaitNode* n = head_;
+        if (n == nullptr) return;
         head_ = tail_ = nullptr;
+        WaitNode* next = n->next_;  // read first: the waiter may run (and end) at once
+        // SAFETY: from here on another thread may resume and destroy the frame.
+        schedule_on(here_, n->handle_);
+        if (next == nullptr) return;
+        for (n = next; n != nullptr; n = next) {
+            next = n->next_;
+            schedule_woken_local(n->handle_);
+        }
+        notify_local_work();
     }
 
 private:
     WaitNode* head_ = nullptr;
     WaitNode* tail_ = nullptr;
+    Scheduler* here_ = nullptr;  // the waker's runtime (null off a worker), once here_known_
+    bool here_known_ = false;
 };
 
 /// An intrusive FIFO list of waiters guarded by `lock`. `on_cancel(owner, wakes)`, if given,
@@ -270,7 +302,7 @@ private:
     std::size_t size_ = 0;
 };
 
-static_assert(alignof(WaitQueue) > WaitNode::kStatusMask,
+static_assert(alignof(WaitQueue) > WaitNode::kBitsMask,
               "a WaitNode keeps its status in the low bits of its queue's address");
 
 /// The base of a primitive's awaiter (CRTP): the protocol's steps 1-3 and 6. `Derived`
@@ -278,8 +310,10 @@ static_assert(alignof(WaitQueue) > WaitNode::kStatusMask,
 /// (or the wait is over: closed, set), so do not suspend; it may grant other waiters into
 /// the list, which are woken after the lock is released.
 ///
-/// Derived awaiters that own data a granter writes into (a value slot) call leave() first
-/// in their own destructor, so the node is unlinked before that data is destroyed.
+/// Derived awaiters that own data a granter writes into (a value slot), or that were handed
+/// something to give back, call leave() first in their own destructor, so the node is
+/// unlinked (and any granter done with it) before that data is destroyed; its result says
+/// whether to give back. Every await_resume calls finish_wait() first.
 template <class Derived>
 class WaitAwaiter : public WaitNode, private StopRegistration {
 public:
@@ -340,19 +374,30 @@ protected:
     WaitAwaiter(WaitAwaiter&& o) noexcept : WaitNode(o.queue()), StopRegistration(&on_stop) {
         assert(!o.handle_ && o.status() == WaitStatus::waiting && "eddy: an awaiter moved after it was awaited");
     }
-    ~WaitAwaiter() { leave(); }
+    ~WaitAwaiter() { (void)leave(); }
 
     bool cancelled() const noexcept { return status() == WaitStatus::cancelled; }
 
-    void throw_if_cancelled() const {
+    /// Step 6: the first call of every await_resume. The wait is over (leave() has nothing
+    /// left to do); throws OperationCancelled if it was cancelled.
+    void finish_wait() {
+        if (handed_across()) [[unlikely]] {
+            // The waker (another runtime's, or no worker) queued us under the lock and may
+            // still be in our runtime's scheduler: it is done once the lock is free.
+            std::lock_guard guard(queue().lock());
+        }
+        handle_ = nullptr;
         if (cancelled()) throw OperationCancelled(Derived::kCancelled);
     }
 
-    /// Step 6; idempotent.
-    void leave() noexcept {
-        StopRegistration::reset();  // first: waits for a callback running on another thread
-        if (handle_ && status() == WaitStatus::waiting) queue().forget(*this);
-        handle_ = nullptr;
+    /// Step 6, from the awaiter's destructor; idempotent. True when the node was granted but
+    /// never resumed (its frame is being destroyed): the caller gives back what it was handed.
+    bool leave() noexcept {
+        StopRegistration::reset();   // first: waits for a callback running on another thread
+        if (!handle_) return false;  // never suspended, or resumed (finish_wait)
+        queue().forget(*this);       // the lock, whatever the status (step 6)
+        handle_ = nullptr;           // after: a granter reads it under the lock
+        return status() == WaitStatus::granted;
     }
 
 private:

@@ -78,8 +78,8 @@ public:
             ++barrier_.generation_;
             return true;
         }
-        BarrierResult await_resume() const {
-            throw_if_cancelled();
+        BarrierResult await_resume() {
+            finish_wait();
             return BarrierResult(leader_);
         }
 

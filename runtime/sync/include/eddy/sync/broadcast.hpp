@@ -160,7 +160,7 @@ public:
         }
 
         std::optional<T> await_resume() {
-            this->throw_if_cancelled();
+            this->finish_wait();
             if (error_) std::rethrow_exception(error_);
             if (poll_ == detail::Poll::empty) {
                 // Woken by a send or the close: both last (the tail only grows, the senders

@@ -16,7 +16,12 @@
 //!     is buffered, then get std::nullopt (end of stream); receivers waiting at the close get
 //!     std::nullopt at once (they only wait while the buffer is empty).
 //!   * A woken task is queued on a worker of the runtime it awaited from (the waker's own
-//!     worker when that is the same runtime), never resumed inline.
+//!     worker when that is the same runtime), never resumed inline. The channel may be
+//!     shared by tasks of several runtimes, and either may shut down first: a value handed to
+//!     a receiver whose frame its runtime's shutdown destroys before it resumed goes back to
+//!     the front of the channel, in the order the values left it (to the next waiting
+//!     receiver, or ahead of the buffer, which may then hold more than its capacity for a
+//!     while). Nothing is lost unless memory runs out for that.
 //!   * T must be movable; its moves should not throw (values move in and out of the buffer
 //!     under the channel's lock).
 //!   * One SpinLock per channel and a ring buffer allocated once: no allocation per message.
@@ -36,6 +41,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -46,6 +52,7 @@
 
 #include <eddy/tasks/detail/spin_lock.hpp>
 #include <eddy/runtime/detail/wait_queue.hpp>
+#include <eddy/sync/detail/returned_values.hpp>
 #include <eddy/tasks/errors.hpp>
 
 namespace eddy {
@@ -89,8 +96,8 @@ public:
             }
             return ch_.put_locked(value_, wakes);
         }
-        void await_resume() const {
-            this->throw_if_cancelled();
+        void await_resume() {
+            this->finish_wait();
             if (closed_) throw ChannelClosed("eddy::Channel::send: the channel is closed");
         }
 
@@ -113,26 +120,32 @@ public:
         ReceiveAwaiter(ReceiveAwaiter&& o) noexcept : detail::WaitAwaiter<ReceiveAwaiter>(std::move(o)), ch_(o.ch_) {}
         ReceiveAwaiter(const ReceiveAwaiter&) = delete;
         ReceiveAwaiter& operator=(const ReceiveAwaiter&) = delete;
-        ~ReceiveAwaiter() { this->leave(); }  // before item_ goes: a sender may fill it
+        /// First (before item_ goes: a sender may fill it); a value handed over but never
+        /// taken goes back to the channel.
+        ~ReceiveAwaiter() {
+            if (this->leave() && item_)
+                ch_.returned_.template give_back<ReceiveAwaiter>(ch_.lock_, ch_.receivers_, *item_, seq_);
+        }
 
         /// Lock held: an item, or the end of the stream, is a result.
         bool try_now(detail::WakeList& wakes) {
-            if (ch_.count_ != 0) {
-                item_.emplace(ch_.pop_locked());
-                ch_.refill_locked(wakes);
+            if (ch_.available_locked()) {
+                item_.emplace(ch_.take_locked(seq_, wakes));
                 return true;
             }
             return ch_.closed_;  // closed and drained: nullopt
         }
         std::optional<T> await_resume() {
-            this->throw_if_cancelled();
+            this->finish_wait();
             return std::move(item_);
         }
 
     private:
         friend class Channel;
+        friend class detail::ReturnedValues<T>;
         Channel& ch_;
         std::optional<T> item_;  // filled under the lock, before the grant
+        std::uint64_t seq_ = 0;  // item_'s number among the values that left (returned_values.hpp)
     };
 
     /// `co_await ch.send(v)`: buffers `v` (or hands it to a waiting receiver), suspending
@@ -166,9 +179,9 @@ public:
         std::optional<T> item;
         {
             std::lock_guard guard(lock_);
-            if (count_ == 0) return std::nullopt;
-            item.emplace(pop_locked());
-            refill_locked(wakes);
+            if (!available_locked()) return std::nullopt;
+            std::uint64_t seq;
+            item.emplace(take_locked(seq, wakes));
         }
         wakes.wake_all();
         return item;
@@ -196,10 +209,10 @@ public:
         std::lock_guard guard(lock_);
         return closed_;
     }
-    /// The buffered values (a snapshot).
+    /// The buffered values (a snapshot), counting those given back (see the file comment).
     std::size_t size() const noexcept {
         std::lock_guard guard(lock_);
-        return count_;
+        return count_ + returned_.size();
     }
     /// The capacity it was made with.
     std::size_t capacity() const noexcept { return capacity_; }
@@ -221,6 +234,7 @@ private:
         if (auto* r = static_cast<ReceiveAwaiter*>(receivers_.front())) {
             // Receivers wait only on an empty buffer, so handing over keeps the FIFO order.
             r->item_.emplace(std::move(value));
+            r->seq_ = next_seq_++;
             receivers_.grant_front(wakes);
             return true;
         }
@@ -232,7 +246,20 @@ private:
         return true;
     }
 
-    /// lock_ held, count_ > 0: moves the oldest value out.
+    /// lock_ held: a value to take (buffered, or given back).
+    bool available_locked() const noexcept { return count_ != 0 || !returned_.empty(); }
+
+    /// lock_ held, available_locked(): the oldest value and its number (`seq`); a slot freed
+    /// in the buffer takes the first waiting sender's value.
+    T take_locked(std::uint64_t& seq, detail::WakeList& wakes) {
+        if (!returned_.empty()) return returned_.pop_front(seq);
+        seq = next_seq_++;
+        T v = pop_locked();
+        refill_locked(wakes);
+        return v;
+    }
+
+    /// lock_ held, count_ > 0: moves the oldest buffered value out.
     T pop_locked() {
         T* p = slots_[head_].get();
         T v = std::move(*p);
@@ -256,9 +283,11 @@ private:
     mutable detail::SpinLock lock_;
     const std::size_t capacity_;
     std::unique_ptr<Slot[]> slots_;
-    std::size_t head_ = 0;   // guarded by lock_
-    std::size_t count_ = 0;  // guarded by lock_
-    bool closed_ = false;    // guarded by lock_
+    std::size_t head_ = 0;                // guarded by lock_
+    std::size_t count_ = 0;               // guarded by lock_
+    bool closed_ = false;                 // guarded by lock_
+    std::uint64_t next_seq_ = 0;          // guarded by lock_: the next value's number as it leaves
+    detail::ReturnedValues<T> returned_;  // guarded by lock_: ahead of the buffer
     detail::WaitQueue senders_{lock_};
     detail::WaitQueue receivers_{lock_};
 };

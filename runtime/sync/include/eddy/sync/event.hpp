@@ -63,7 +63,7 @@ public:
         bool try_now(detail::WakeList&) const noexcept {
             return static_cast<const Event*>(this->queue().owner())->set_.load(std::memory_order_relaxed);
         }
-        void await_resume() const { throw_if_cancelled(); }
+        void await_resume() { finish_wait(); }
     };
     /// `co_await event`: returns once the event is set (at once if it is).
     Awaiter operator co_await() noexcept { return Awaiter(*this); }

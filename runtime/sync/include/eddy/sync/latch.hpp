@@ -72,7 +72,7 @@ public:
         explicit Awaiter(Latch& l) noexcept : WaitAwaiter(l.waiters_), latch_(l) {}
         /// Lock held.
         bool try_now(detail::WakeList&) const noexcept { return latch_.count_.load(std::memory_order_relaxed) == 0; }
-        void await_resume() const { throw_if_cancelled(); }
+        void await_resume() { finish_wait(); }
 
     private:
         Latch& latch_;

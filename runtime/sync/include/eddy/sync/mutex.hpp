@@ -89,20 +89,17 @@ public:
         /// Ownership handed to a frame that is destroyed before it resumed (runtime shutdown)
         /// is passed on, so the mutex is not left locked by nobody.
         ~LockAwaiter() {
-            leave();
-            if (!taken_ && status() == detail::WaitStatus::granted) mutex_.unlock();
+            if (leave()) mutex_.unlock();
         }
         /// Lock held: takes a free mutex, unless others wait (they come first).
         bool try_now(detail::WakeList&) noexcept { return mutex_.take_locked(); }
         MutexGuard await_resume() {
-            throw_if_cancelled();
-            taken_ = true;
+            finish_wait();
             return MutexGuard(mutex_);
         }
 
     private:
         Mutex& mutex_;
-        bool taken_ = false;  // await_resume made the guard
     };
 
     /// `co_await m.lock()`: the guard, once the mutex is this task's.

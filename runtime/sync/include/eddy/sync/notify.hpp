@@ -63,8 +63,7 @@ public:
         Awaiter(Awaiter&& o) noexcept : WaitAwaiter(std::move(o)), notify_(o.notify_) {}
         /// A notify_one (or a permit) granted to a frame destroyed before it resumed goes on.
         ~Awaiter() {
-            leave();
-            if (!taken_ && by_one_ && status() == detail::WaitStatus::granted) notify_.notify_one();
+            if (leave() && by_one_) notify_.notify_one();
         }
         /// Lock held: consumes the stored permit, if any.
         bool try_now(detail::WakeList&) noexcept {
@@ -73,16 +72,12 @@ public:
             by_one_ = true;
             return true;
         }
-        void await_resume() {
-            throw_if_cancelled();
-            taken_ = true;
-        }
+        void await_resume() { finish_wait(); }
 
     private:
         friend class Notify;
         Notify& notify_;
         bool by_one_ = false;  // granted by notify_one or a permit; set under the lock before the grant
-        bool taken_ = false;   // await_resume returned normally
     };
 
     /// `co_await n.notified()`: returns once this task is notified (or a permit was stored).

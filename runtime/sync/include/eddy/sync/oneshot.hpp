@@ -160,7 +160,7 @@ public:
         /// Lock held: done once the value is there or the sender is gone.
         bool try_now(eddy::detail::WakeList&) const noexcept { return state_.value || !state_.sender_alive; }
         T await_resume() {
-            this->throw_if_cancelled();
+            this->finish_wait();
             // Granted: the sender has finished with the state, so no lock is needed.
             if (!state_.value)
                 throw ChannelClosed(

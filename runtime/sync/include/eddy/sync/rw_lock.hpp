@@ -114,8 +114,7 @@ public:
         /// What was handed to a frame destroyed before it resumed (runtime shutdown) is
         /// released, so the lock is not left held by nobody.
         ~LockAwaiter() {
-            this->leave();
-            if (!taken_ && this->status() == detail::WaitStatus::granted) lock_.release(Write);
+            if (this->leave()) lock_.release(Write);
         }
         /// Lock held: takes the lock if it is free for us and nobody waits; else draws our
         /// place in the line (we are queued right after, under the same lock).
@@ -125,8 +124,7 @@ public:
             return false;
         }
         Guard<Write> await_resume() {
-            this->throw_if_cancelled();
-            taken_ = true;
+            this->finish_wait();
             return Guard<Write>(lock_);
         }
 
@@ -134,7 +132,6 @@ public:
         friend class RwLock;
         RwLock& lock_;
         std::uint64_t ticket_ = 0;  // place in the line; written before queueing, read under the lock
-        bool taken_ = false;        // await_resume made the guard
     };
     using ReadAwaiter = LockAwaiter<false>;  ///< What read() returns.
     using WriteAwaiter = LockAwaiter<true>;  ///< What write() returns.

@@ -60,21 +60,16 @@ public:
         /// Permits granted to a frame that is destroyed before it resumed (runtime shutdown)
         /// go back, so none is lost.
         ~AcquireAwaiter() {
-            leave();
-            if (!taken_ && status() == detail::WaitStatus::granted) sem_.release(n_);
+            if (leave()) sem_.release(n_);
         }
         /// Lock held.
         bool try_now(detail::WakeList&) noexcept { return sem_.take_locked(n_); }
-        void await_resume() {
-            throw_if_cancelled();
-            taken_ = true;
-        }
+        void await_resume() { finish_wait(); }
 
     private:
         friend class Semaphore;
         Semaphore& sem_;
         std::size_t n_;
-        bool taken_ = false;  // await_resume handed the permits over
     };
 
     /// `co_await s.acquire(n)`: returns once `n` permits are this task's.

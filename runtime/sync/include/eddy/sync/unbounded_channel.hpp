@@ -28,7 +28,12 @@
 //!     destroyed). No allocation per message: the growth is amortized, and it allocates
 //!     outside the channel's lock. A value handed to a waiting receiver is not buffered.
 //!   * A woken task is queued on a worker of the runtime it awaited from (the sender's own
-//!     worker when that is the same runtime), never resumed inline inside send.
+//!     worker when that is the same runtime), never resumed inline inside send. Tasks of
+//!     several runtimes may share the channel, and either runtime may shut down first: a
+//!     value handed to a receiver whose frame its runtime's shutdown destroys before it
+//!     resumed goes back to the front of the channel, in the order the values left it (to
+//!     the next waiting receiver, or ahead of the buffer). Nothing is lost unless memory runs
+//!     out for that.
 //!   * T must be nothrow-move-constructible (values move in and out of the buffer, and to the
 //!     grown buffer, under the channel's lock).
 //!
@@ -46,6 +51,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -55,6 +61,7 @@
 
 #include <eddy/tasks/detail/spin_lock.hpp>
 #include <eddy/runtime/detail/wait_queue.hpp>
+#include <eddy/sync/detail/returned_values.hpp>
 #include <eddy/tasks/errors.hpp>
 
 namespace eddy {
@@ -87,25 +94,32 @@ public:
         ReceiveAwaiter(ReceiveAwaiter&& o) noexcept : detail::WaitAwaiter<ReceiveAwaiter>(std::move(o)), ch_(o.ch_) {}
         ReceiveAwaiter(const ReceiveAwaiter&) = delete;
         ReceiveAwaiter& operator=(const ReceiveAwaiter&) = delete;
-        ~ReceiveAwaiter() { this->leave(); }  // before item_ goes: a sender may fill it
+        /// First (before item_ goes: a sender may fill it); a value handed over but never
+        /// taken goes back to the channel.
+        ~ReceiveAwaiter() {
+            if (this->leave() && item_)
+                ch_.returned_.template give_back<ReceiveAwaiter>(ch_.lock_, ch_.receivers_, *item_, seq_);
+        }
 
         /// Lock held: an item, or the end of the stream, is a result.
         bool try_now(detail::WakeList&) noexcept {
-            if (ch_.count_ != 0) {
-                item_.emplace(ch_.pop_locked());
+            if (ch_.available_locked()) {
+                item_.emplace(ch_.take_locked(seq_));
                 return true;
             }
             return ch_.closed_;  // closed and drained: nullopt
         }
         std::optional<T> await_resume() {
-            this->throw_if_cancelled();
+            this->finish_wait();
             return std::move(item_);
         }
 
     private:
         friend class UnboundedChannel;
+        friend class detail::ReturnedValues<T>;
         UnboundedChannel& ch_;
         std::optional<T> item_;  // filled under the lock, before the grant
+        std::uint64_t seq_ = 0;  // item_'s number among the values that left (returned_values.hpp)
     };
 
     /// Queues `value` (or hands it to a waiting receiver). Never suspends; any thread. Throws
@@ -126,8 +140,9 @@ public:
     /// is_closed()). Never suspends; any thread.
     std::optional<T> try_receive() noexcept {
         std::lock_guard guard(lock_);
-        if (count_ == 0) return std::nullopt;
-        return pop_locked();
+        if (!available_locked()) return std::nullopt;
+        std::uint64_t seq;
+        return take_locked(seq);
     }
 
     /// Closes the channel (idempotent; any thread): waiting receivers get std::nullopt.
@@ -147,10 +162,10 @@ public:
         std::lock_guard guard(lock_);
         return closed_;
     }
-    /// The buffered values (a snapshot).
+    /// The buffered values (a snapshot), counting those given back (see the file comment).
     std::size_t size() const noexcept {
         std::lock_guard guard(lock_);
-        return count_;
+        return count_ + returned_.size();
     }
 
 private:
@@ -190,6 +205,7 @@ private:
         if (auto* r = static_cast<ReceiveAwaiter*>(receivers_.front())) {
             // Receivers wait only on an empty queue, so handing over keeps the order.
             r->item_.emplace(std::move(value));
+            r->seq_ = next_seq_++;
             receivers_.grant_front(wakes);
             return 0;
         }
@@ -218,7 +234,17 @@ private:
         std::swap(capacity_, spare_capacity);
     }
 
-    /// lock_ held, count_ > 0: moves the oldest value out.
+    /// lock_ held: a value to take (buffered, or given back).
+    bool available_locked() const noexcept { return count_ != 0 || !returned_.empty(); }
+
+    /// lock_ held, available_locked(): the oldest value and its number (`seq`).
+    T take_locked(std::uint64_t& seq) noexcept {
+        if (!returned_.empty()) return returned_.pop_front(seq);
+        seq = next_seq_++;
+        return pop_locked();
+    }
+
+    /// lock_ held, count_ > 0: moves the oldest buffered value out.
     T pop_locked() noexcept {
         T* p = slots_[head_].get();
         T v = std::move(*p);
@@ -229,11 +255,13 @@ private:
     }
 
     mutable detail::SpinLock lock_;
-    std::unique_ptr<Slot[]> slots_;  // guarded by lock_
-    std::size_t capacity_ = 0;       // guarded by lock_
-    std::size_t head_ = 0;           // guarded by lock_
-    std::size_t count_ = 0;          // guarded by lock_
-    bool closed_ = false;            // guarded by lock_
+    std::unique_ptr<Slot[]> slots_;       // guarded by lock_
+    std::size_t capacity_ = 0;            // guarded by lock_
+    std::size_t head_ = 0;                // guarded by lock_
+    std::size_t count_ = 0;               // guarded by lock_
+    bool closed_ = false;                 // guarded by lock_
+    std::uint64_t next_seq_ = 0;          // guarded by lock_: the next value's number as it leaves
+    detail::ReturnedValues<T> returned_;  // guarded by lock_: ahead of the buffer
     detail::WaitQueue receivers_{lock_};
 };
 

@@ -198,7 +198,7 @@ public:
             return closed_;
         }
         void await_resume() {
-            this->throw_if_cancelled();
+            this->finish_wait();
             if (closed_) throw ChannelClosed("eddy::watch::Receiver::changed: the sender was dropped");
             seen_ = observed_;
         }

@@ -445,8 +445,8 @@ auto hooks_of(F& fx, Runtime& rt) {
 /// The fixture F under every combinator: one runtime, one fixture, every pair.
 template <class F>
 void check_all() {
+    F fx;  // before the runtime: its shutdown destroys tasks still waiting on the fixture
     Runtime rt(paused());
-    F fx;
     if constexpr (requires { fx.rt; }) fx.rt = &rt;  // a fixture that spawns from the test thread
     step("setup");
     try {

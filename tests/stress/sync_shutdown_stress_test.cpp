@@ -127,8 +127,8 @@ TEST_CASE("a mutex or permit handed to a task that shutdown destroyed before it 
             eddy::Semaphore s(0);
             std::optional<eddy::MutexGuard> held = m.try_lock();
             {
+                eddy::test::LifetimeCounter frames;  // outlives the frames the runtime destroys
                 eddy::Runtime rt(eddy::RuntimeConfig{.workers = workers});
-                eddy::test::LifetimeCounter frames;
                 for (int k = 0; k < 4; ++k) {
                     (void)rt.spawn(lock_mutex(m, eddy::test::Counted(frames)));
                     (void)rt.spawn([](eddy::Semaphore& sem) -> Task<void> {

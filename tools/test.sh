@@ -26,6 +26,13 @@
 # The pool itself still runs under ASan there (tests/tasks/frame_pool_test calls it
 # directly; its free blocks are poisoned), and under TSan as every frame's allocator in
 # build-tsan (stress/frame_pool_stress among others).
+# The test programs are compiled at a lower level than the library they test
+# (-Dtest_optimization): a test checks behaviour, not speed, and its own coroutines and
+# templates are most of the build. In `build` they take -O1 (g++: a third cheaper than -O3;
+# the library, examples and benchmarks keep -O3, and so does tasks/task, whose million-deep
+# await chain needs g++'s tail calls from -O2), in the sanitizer builds -O0
+# (clang: half the time of -O2, where -O1 saves nothing; the library keeps -O2). ASan also
+# sees more at -O0: a stack variable's scope is exact there.
 # The sanitizer builds keep line tables only (-gline-tables-only overrides debugoptimized's
 # -g): a report's stack still names file, line and inlined frames, and the compile is about
 # a sixth cheaper. What is a property of the text, not of how the code runs, is checked in
@@ -80,7 +87,9 @@ stage "install what is missing" bash tools/install-deps.sh
 
 launcher=""
 if command -v ccache >/dev/null; then
-    export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true
+    # Depend mode: on a miss ccache reads the compiler's own -MD list instead of running the
+    # preprocessor first (0.2 s of CPU for a test file here, on every miss).
+    export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true CCACHE_DEPEND=true
     launcher="ccache "
 fi
 ccache_counts() {  # hits and misses so far, "H M" ("0 0" without ccache)
@@ -162,12 +171,13 @@ run() {  # run NAME DIR [env...]: builds DIR, runs all its suites, then again be
 # builds with lld, LLVM's linker (gold floods them with warnings about the sanitizer's local
 # symbols): about 40 % less. Most of a build from a warm cache is linking its 300-odd programs.
 stage "g++ release: configure" setup build --buildtype=release -Dstress_tests=true -Dtests=enabled \
-    -Ddoc_tests=enabled -Dcpp_link_args=-fuse-ld=gold
+    -Ddoc_tests=enabled -Dcpp_link_args=-fuse-ld=gold -Dtest_optimization=1
 run "g++ release" build
 
 if ! $quick; then
     sanitizer_args=(--buildtype=debugoptimized "-Dcpp_args=-gline-tables-only -fdebug-compilation-dir=."
-                    -Dcpp_link_args=-fuse-ld=lld -Db_lundef=false -Dstress_tests=true -Dbenchmarks=false -Dtask_dump=true -Ddoc_tests=disabled)
+                    -Dcpp_link_args=-fuse-ld=lld -Db_lundef=false -Dstress_tests=true -Dbenchmarks=false -Dtask_dump=true -Ddoc_tests=disabled
+                    -Dtest_optimization=0)
     CC="${launcher}clang" CXX="${launcher}clang++" stage "clang ASan+UBSan: configure" \
         setup build-asan "${sanitizer_args[@]}" -Db_sanitize=address,undefined -Dframe_pool=false
     run "clang ASan+UBSan" build-asan ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=1 \

@@ -28,11 +28,12 @@
 # build-tsan (stress/frame_pool_stress among others).
 # The test programs are compiled at a lower level than the library they test
 # (-Dtest_optimization): a test checks behaviour, not speed, and its own coroutines and
-# templates are most of the build. In `build` they take -O1 (g++: a third cheaper than -O3;
-# the library, examples and benchmarks keep -O3, and so does tasks/task, whose million-deep
-# await chain needs g++'s tail calls from -O2), in the sanitizer builds -O0
-# (clang: half the time of -O2, where -O1 saves nothing; the library keeps -O2). ASan also
-# sees more at -O0: a stack variable's scope is exact there.
+# templates are most of the build. In `build` they take -O1 (g++: a third cheaper than -O3),
+# in the sanitizer builds -O0 (clang: half the time of -O2, where -O1 saves nothing). The
+# library, examples and benchmarks keep the build's level, and so do tasks/task (its
+# million-deep await chain needs g++'s tail calls, from -O2) and the stress programs (they
+# run one at a time, so their run time is the command's). ASan also sees more at -O0: a
+# stack variable's scope is exact there.
 # The sanitizer builds keep line tables only (-gline-tables-only overrides debugoptimized's
 # -g): a report's stack still names file, line and inlined frames, and the compile is about
 # a sixth cheaper. What is a property of the text, not of how the code runs, is checked in

@@ -34,6 +34,8 @@
 # million-deep await chain needs g++'s tail calls, from -O2) and the stress programs (they
 # run one at a time, so their run time is the command's). ASan also sees more at -O0: a
 # stack variable's scope is exact there.
+# A folder's test files compile a few at a time into one program each (tests/meson.build):
+# their headers and shared templates then cost once per program, not once per file.
 # The sanitizer builds keep line tables only (-gline-tables-only overrides debugoptimized's
 # -g): a report's stack still names file, line and inlined frames, and the compile is about
 # a sixth cheaper. What is a property of the text, not of how the code runs, is checked in

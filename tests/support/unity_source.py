@@ -12,7 +12,8 @@ preprocessor conditional: the later includes inside each file's namespace then f
 guard set and add nothing, so nothing of a header lands inside a namespace. Each file then
 comes in `namespace eddy_unity_N { ... }`, so that names two files both declare at file scope
 (a `using` declaration, a helper, a constant) do not meet. A file that must declare something
-at global scope (an operator new) cannot be grouped: tests/meson.build builds it alone.
+at global scope (an operator new) cannot be grouped: tests/meson.build builds it alone. A macro
+a file defines stays defined for the files after it: give it a name no other test file uses.
 
 Paths are written relative to TESTS_DIR, which is on the include path of every test program:
 the output is the same in any clone, so ccache hits across clones.

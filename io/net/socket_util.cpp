@@ -33,7 +33,8 @@ std::string describe_socket(int family, int type, int protocol, bool listening) 
     std::string text = std::string(family == AF_INET || family == AF_INET6 ? "an " : "a ") + family_name(family);
     if ((family == AF_INET || family == AF_INET6) && type == SOCK_STREAM && protocol != IPPROTO_TCP) text += " non-TCP";
     text += " " + kind + " socket";
-    if (type == SOCK_STREAM || type == SOCK_SEQPACKET) text += listening ? ", listening" : ", not listening";
+    if (type == SOCK_STREAM || type == SOCK_SEQPACKET)
+        text += listening ? " that is listening" : " that is not listening";
     return text;
 }
 
@@ -47,8 +48,8 @@ io::FileDescriptor adopt_socket(io::FileDescriptor fd, const ExpectedSocket& wan
         const int err = errno;
         if (err == EBADF) fd.release();  // nothing to close: it was not open
         throw std::system_error(err, std::system_category(),
-                                where + (err == ENOTSOCK ? " is not a socket, expected " + std::string(want.expected)
-                                                         : " (expected " + std::string(want.expected) + ")"));
+                                where + ": expected " + want.expected +
+                                    (err == ENOTSOCK ? ", found a descriptor that is not a socket" : ""));
     }
     family = get_int_option(fd.get(), SOL_SOCKET, SO_DOMAIN, where.c_str());
     protocol = get_int_option(fd.get(), SOL_SOCKET, SO_PROTOCOL, where.c_str());
@@ -57,9 +58,9 @@ io::FileDescriptor adopt_socket(io::FileDescriptor fd, const ExpectedSocket& wan
     const bool ok = family_ok && type == want.type && (want.protocol == 0 || protocol == want.protocol) &&
                     (listening != 0) == want.listening;
     if (!ok)
-        throw std::system_error(
-            EINVAL, std::system_category(),
-            where + " is " + describe_socket(family, type, protocol, listening != 0) + ", not " + want.expected);
+        throw std::system_error(EINVAL, std::system_category(),
+                                where + ": expected " + want.expected + ", found " +
+                                    describe_socket(family, type, protocol, listening != 0));
     if (::fcntl(fd.get(), F_SETFD, FD_CLOEXEC) != 0) throw_errno((where + ": F_SETFD").c_str());
     const int flags = ::fcntl(fd.get(), F_GETFL);
     if (flags < 0) throw_errno((where + ": F_GETFL").c_str());

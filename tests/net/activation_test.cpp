@@ -113,22 +113,22 @@ TEST_CASE("TcpListener::from_fd adopts a listening TCP socket and refuses every 
     auto [code, text] = refusal(adopt, std::move(udp));
     CHECK(code == std::errc::invalid_argument);
     check_contains(text, ("eddy::net::TcpListener::from_fd: descriptor " + udp_number).c_str());
-    check_contains(text, "is an IPv4 datagram socket, not a listening TCP socket");
+    check_contains(text, "expected a listening TCP socket, found an IPv4 datagram socket");
 
     std::tie(code, text) = refusal(adopt, raw_socket(AF_INET, SOCK_STREAM, true, false));
     CHECK(code == std::errc::invalid_argument);
-    check_contains(text, "is an IPv4 stream socket, not listening, not a listening TCP socket");
+    check_contains(text, "expected a listening TCP socket, found an IPv4 stream socket that is not listening");
 
     std::tie(code, text) = refusal(adopt, raw_socket(AF_UNIX, SOCK_STREAM, true, true));
     CHECK(code == std::errc::invalid_argument);
-    check_contains(text, "is a Unix stream socket, listening, not a listening TCP socket");
+    check_contains(text, "expected a listening TCP socket, found a Unix stream socket that is listening");
 
     int p[2];
     REQUIRE(::pipe(p) == 0);
     FileDescriptor write_end(p[1]);
     std::tie(code, text) = refusal(adopt, FileDescriptor(p[0]));
     CHECK(code == std::errc::not_a_socket);
-    check_contains(text, "is not a socket, expected a listening TCP socket");
+    check_contains(text, "expected a listening TCP socket, found a descriptor that is not a socket");
     CHECK(::fcntl(p[0], F_GETFD) < 0);  // given away, so closed
 
     // A number nobody has open (well past the descriptors this process uses).
@@ -148,7 +148,7 @@ TEST_CASE("UnixListener, UdpSocket and TcpStream::from_fd adopt their kind only"
         auto [code, text] = refusal([](FileDescriptor fd) { eddy::net::UnixListener::from_fd(std::move(fd)); },
                                     raw_socket(AF_INET, SOCK_STREAM, true, true));
         CHECK(code == std::errc::invalid_argument);
-        check_contains(text, "is an IPv4 stream socket, listening, not a listening Unix stream socket");
+        check_contains(text, "expected a listening Unix stream socket, found an IPv4 stream socket that is listening");
     }
     {
         FileDescriptor raw = raw_socket(AF_INET, SOCK_DGRAM, true, false);
@@ -168,7 +168,7 @@ TEST_CASE("UnixListener, UdpSocket and TcpStream::from_fd adopt their kind only"
         auto [code, text] = refusal([](FileDescriptor fd) { eddy::net::UdpSocket::from_fd(std::move(fd)); },
                                     raw_socket(AF_INET, SOCK_STREAM, true, false));
         CHECK(code == std::errc::invalid_argument);
-        check_contains(text, "not a UDP socket");
+        check_contains(text, "expected a UDP socket, found an IPv4 stream socket that is not listening");
     }
     {
         auto listener = TcpListener::bind(SocketAddr::loopback_v4(0));
@@ -182,7 +182,8 @@ TEST_CASE("UnixListener, UdpSocket and TcpStream::from_fd adopt their kind only"
         auto [code, text] = refusal([](FileDescriptor fd) { TcpStream::from_fd(std::move(fd)); },
                                     raw_socket(AF_INET, SOCK_STREAM, true, true));
         CHECK(code == std::errc::invalid_argument);
-        check_contains(text, "listening, not a TCP socket that is not listening");
+        check_contains(text,
+                       "expected a TCP socket that is not listening, found an IPv4 stream socket that is listening");
     }
 }
 

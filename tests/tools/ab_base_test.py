@@ -167,6 +167,29 @@ class AbBase(unittest.TestCase):
         self.assertEqual(better, ["Better by more than 3 % (rate up or CPU down): yield_many workers=1; "
                                   "http_hello workers=2."])
 
+    def test_identical_programs_are_named(self):
+        # yield_many's program is the same file in both builds, spawn_many's differs, and
+        # http_hello's is looked for in examples/: only the first is called noise, also where
+        # it moved.
+        for build, body in ((self.base_build, b"same"), (self.new_build, b"same")):
+            os.makedirs(os.path.join(build, "benchmarks"), exist_ok=True)
+            with open(os.path.join(build, "benchmarks", "yield_many"), "wb") as f:
+                f.write(body)
+        for build, body in ((self.base_build, b"old"), (self.new_build, b"new")):
+            with open(os.path.join(build, "benchmarks", "spawn_many"), "wb") as f:
+                f.write(body)
+        os.makedirs(os.path.join(self.base_build, "examples"))
+        with open(os.path.join(self.base_build, "examples", "http_hello"), "wb") as f:
+            f.write(b"only on one side")
+        out = self.ab_base("--reps", "1", "--workers", "2", "yield_many", "spawn_many", "http_hello")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.splitlines()
+        self.assertIn("Byte-identical programs on both sides, so their differences are the machine's noise: "
+                      "yield_many.", lines)
+        moved = [l for l in lines if l.startswith("Moved")]
+        self.assertEqual(len(moved), 1)
+        self.assertIn("yield_many workers=2 (rate -5.0 %; identical programs)", moved[0])
+
     def test_nothing_moved(self):
         same = {k: [v[0], v[0]] for k, v in SCHED.items()}
         self.configure(sched=same)

@@ -166,7 +166,7 @@ bool SocketAwaiter::suspend(std::coroutine_handle<> h, const TaskCancellation* s
     return !settle_or_wait();
 }
 
-bool SocketAwaiter::settle_or_wait() noexcept {
+bool SocketAwaiter::settle_or_wait(bool woken) noexcept {
     PollState& s = *state_;
     const PollState::Dir d = dir_of(op_);
     // Closed meanwhile by another task: what close() promises, whatever the socket says.
@@ -176,6 +176,14 @@ bool SocketAwaiter::settle_or_wait() noexcept {
     }
     for (;;) {
         const std::uint32_t seen = s.word(d);
+        // readable() woken by a report that bytes came: believed without a peek, which would
+        // be a second system call for the bytes the read after it takes anyway. The end of
+        // the stream (kFinal) is peeked, to tell "bytes, then the end" (1) from "the end" (0).
+        if (woken && op_ == Op::kPeek && (seen & (PollState::kReady | PollState::kFinal)) == PollState::kReady) {
+            tried_ = true;
+            result_ = 1;
+            return true;
+        }
         if ((seen & PollState::kReady) != 0 && attempt()) {
             if (short_transfer()) s.clear_ready(d, seen);
             return true;
@@ -194,7 +202,7 @@ bool SocketAwaiter::settle_or_wait() noexcept {
 void SocketAwaiter::retry(Runnable* r) noexcept {
     auto* self = static_cast<SocketAwaiter*>(r);
     const std::coroutine_handle<> frame = self->frame_;
-    if (self->settle_or_wait()) frame.resume();
+    if (self->settle_or_wait(true)) frame.resume();
 }
 
 void SocketAwaiter::CancelWait::operator()() const noexcept { self->state_->cancel(self); }

@@ -171,6 +171,10 @@ struct Readiness {
     std::string read_after;  // what a read took after it: everything
     bool cancelled = false;  // readable() on a quiet socket, its token stopped meanwhile
     std::size_t at_end = 9;  // readable() after the peer's FIN
+    // readable() woken by the last bytes and the FIN in one report: 1, then the bytes, then 0.
+    std::size_t last_waited = 9;
+    std::string last_read;
+    std::size_t last_at_end = 9;
     std::uint64_t ops_before = 0, ops_after = 0;
 };
 
@@ -180,6 +184,11 @@ Task<void> write_later(TcpStream& s, std::string text) {
 }
 
 Task<std::size_t> wait_readable(TcpStream& s) { co_return co_await s.readable(); }
+
+Task<void> write_then_close_later(TcpStream& s, std::string text) {
+    co_await write_later(s, std::move(text));
+    s.shutdown(TcpStream::Shutdown::kWrite);
+}
 
 Task<void> stop_later(std::stop_source& stop) {
     for (int i = 0; i < 3; ++i) co_await eddy::yield_now();
@@ -214,6 +223,13 @@ Task<Readiness> readiness(Runtime& rt, TcpListener& listener) {
         std::get<0>(co_await eddy::when_all(readable_until_stopped(c.server, stop.get_token()), stop_later(stop)));
     c.client.shutdown(TcpStream::Shutdown::kWrite);
     r.at_end = co_await c.server.readable();
+
+    Connection last = co_await connect_pair(listener);
+    r.last_waited =
+        std::get<0>(co_await eddy::when_all(wait_readable(last.server), write_then_close_later(last.client, "end")));
+    const std::size_t got = co_await last.server.read(buf);
+    r.last_read.assign(reinterpret_cast<const char*>(buf.data()), got);
+    r.last_at_end = co_await last.server.readable();
     co_return r;
 }
 
@@ -230,6 +246,9 @@ TEST_CASE("readable() waits for bytes without taking them, gives 0 at the end, a
         CHECK(r.ops_after == r.ops_before);  // the socket's own poll: no reactor operation per wait
         CHECK(r.cancelled);
         CHECK(r.at_end == 0);
+        CHECK(r.last_waited == 1);
+        CHECK(r.last_read == "end");
+        CHECK(r.last_at_end == 0);
     }
 }
 

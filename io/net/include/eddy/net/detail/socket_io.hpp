@@ -230,8 +230,10 @@ private:
     /// One attempt on the worker; false when it would block (then result_ is -EAGAIN).
     bool attempt() noexcept;
     /// Tries and, while the socket is not ready, queues itself. True: settled (result_ set);
-    /// false: queued, and the caller must touch nothing of this awaiter any more.
-    bool settle_or_wait() noexcept;
+    /// false: queued, and the caller must touch nothing of this awaiter any more. `woken`:
+    /// called by retry(), after the socket's poll reported an event (a kPeek takes the
+    /// report as its answer; see ReadableAwaiter).
+    bool settle_or_wait(bool woken = false) noexcept;
     static void retry(Runnable* r) noexcept;
     /// The task's cancellation (the StopRegistration base, registered while the operation waits).
     static void task_stopped(StopRegistration* r) noexcept;
@@ -296,7 +298,9 @@ private:
 };
 
 /// A wait until a stream socket has something to read (SocketStream::readable): a peek at one
-/// byte, kept in the awaiter, where the operation's buffer pointer points.
+/// byte, kept in the awaiter, where the operation's buffer pointer points. The peek answers
+/// at once when it can; once the wait was woken by the poll's report of bytes, the report is
+/// the answer (settle_or_wait), so that "wait, then read" costs the read's system call only.
 class ReadableAwaiter : public SocketAwaiter {
 public:
     ReadableAwaiter(SocketIo& io, const char* what, std::stop_token token) noexcept

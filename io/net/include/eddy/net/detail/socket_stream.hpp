@@ -49,11 +49,14 @@ public:
         return VectoredAwaiter(io_, true, bufs.data(), bufs.size(), Names::kWriteVectored, std::move(token));
     }
 
-    /// Waits until a read would not wait, and reads nothing: gives 1 when bytes are there, 0
+    /// Waits until the socket is readable, and reads nothing: gives 1 when bytes are there, 0
     /// at the end of the stream. Through the socket's readiness, like read: tried on the
-    /// worker (a recv with MSG_PEEK), then waiting on the socket's poll. For a server that
-    /// waits for a connection's next request with a stop token of its own (a drain), before
-    /// it commits a buffer to the read.
+    /// worker (a recv with MSG_PEEK), then waiting on the socket's poll, whose report that
+    /// bytes came is taken as the answer without a second peek. Like any readiness report
+    /// (epoll's, Tokio's readable()), that one can be stale: bytes that a read took after the
+    /// kernel reported them but before the report reached this wait. Then a read after it
+    /// waits, as it would have anyway. For a server that waits for a connection's next
+    /// request with a stop token of its own (a drain), before it commits a buffer to the read.
     [[nodiscard]] ReadableAwaiter readable(std::stop_token token = {}) noexcept {
         return ReadableAwaiter(io_, Names::kReadable, std::move(token));
     }

@@ -88,6 +88,47 @@ int keep_session(SSL* ssl, SSL_SESSION* session) {
 // that verifies clients unless one is set.
 constexpr unsigned char kSessionIdContext[] = "eddy::tls";
 
+// The system's CAs as OpenSSL finds them (SSL_CERT_FILE and SSL_CERT_DIR, else Debian's
+// /etc/ssl/certs), read once per process: parsing the bundle's ~140 certificates takes tens
+// of milliseconds (docs/guide/07-tls.md), and every client Context that adds no CA of its
+// own shares this store (SSL_CTX_set1_cert_store, reference-counted, locked by OpenSSL).
+// A failure throws, and the next call tries again (a static's initialisation that throws
+// did not happen).
+X509_STORE* system_store() {
+    static X509_STORE* const store = [] {
+        ERR_clear_error();
+        X509_STORE* s = X509_STORE_new();
+        if (s == nullptr || X509_STORE_set_default_paths(s) != 1) {
+            X509_STORE_free(s);
+            throw_setup("eddy::tls::Context::client: the system CAs");
+        }
+        return s;
+    }();
+    return store;
+}
+
+// A store of this Context's own holding what `from` holds, plus the system's CA directory
+// (looked up by hash when a chain needs it, as the shared store does): where
+// load_verify_file adds a CA, so that the shared store never trusts it.
+X509_STORE* copy_of(X509_STORE* from, const char* what) {
+    X509_STORE* s = X509_STORE_new();
+    X509_LOOKUP* dir = s != nullptr ? X509_STORE_add_lookup(s, X509_LOOKUP_hash_dir()) : nullptr;
+    bool ok = dir != nullptr && X509_LOOKUP_add_dir(dir, nullptr, X509_FILETYPE_DEFAULT) == 1;
+    X509_STORE_lock(from);
+    STACK_OF(X509_OBJECT)* objects = X509_STORE_get0_objects(from);
+    for (int i = 0; ok && i < sk_X509_OBJECT_num(objects); ++i) {
+        X509_OBJECT* o = sk_X509_OBJECT_value(objects, i);
+        if (X509* cert = X509_OBJECT_get0_X509(o)) ok = X509_STORE_add_cert(s, cert) == 1;
+        else if (X509_CRL* crl = X509_OBJECT_get0_X509_CRL(o)) ok = X509_STORE_add_crl(s, crl) == 1;
+    }
+    X509_STORE_unlock(from);
+    if (!ok) {
+        X509_STORE_free(s);
+        throw_setup(what);
+    }
+    return s;
+}
+
 }  // namespace
 
 std::shared_ptr<Context::State> Context::new_state(bool server, const char* what) {
@@ -112,9 +153,20 @@ std::shared_ptr<Context::State> Context::new_state(bool server, const char* what
 }
 
 Context Context::client() {
+    X509_STORE* system = system_store();
     auto state = new_state(false, "eddy::tls::Context::client");
     SSL_CTX_set_verify(state->ctx, SSL_VERIFY_PEER, nullptr);
-    if (SSL_CTX_set_default_verify_paths(state->ctx) != 1) throw_setup("eddy::tls::Context::client: the system CAs");
+    SSL_CTX_set1_cert_store(state->ctx, system);
+    state->shared_store = true;
+    return Context(std::move(state));
+}
+
+Context Context::client_trusting(const std::string& ca_pem) {
+    auto state = new_state(false, "eddy::tls::Context::client_trusting");
+    SSL_CTX_set_verify(state->ctx, SSL_VERIFY_PEER, nullptr);
+    // The SSL_CTX's own empty store: only the file's CAs go in.
+    if (SSL_CTX_load_verify_locations(state->ctx, ca_pem.c_str(), nullptr) != 1)
+        throw_setup("eddy::tls::Context::client_trusting: " + ca_pem);
     return Context(std::move(state));
 }
 
@@ -126,8 +178,13 @@ Context Context::server(const std::string& cert_chain_pem, const std::string& ke
 
 void Context::load_verify_file(const std::string& ca_pem) {
     ERR_clear_error();
-    if (SSL_CTX_load_verify_locations(state_->ctx, ca_pem.c_str(), nullptr) != 1)
-        throw_setup("eddy::tls::Context::load_verify_file: " + ca_pem);
+    const std::string what = "eddy::tls::Context::load_verify_file: " + ca_pem;
+    if (state_->shared_store) {
+        // The first CA of its own: this Context's store becomes a copy of the system's.
+        SSL_CTX_set_cert_store(state_->ctx, copy_of(SSL_CTX_get_cert_store(state_->ctx), what.c_str()));
+        state_->shared_store = false;
+    }
+    if (SSL_CTX_load_verify_locations(state_->ctx, ca_pem.c_str(), nullptr) != 1) throw_setup(what);
 }
 
 void Context::use_certificate(const std::string& cert_chain_pem, const std::string& key_pem) {

@@ -58,6 +58,9 @@ inline constexpr int kMaxCachedSessions = 256;
 struct Context::State {
     SSL_CTX* ctx = nullptr;
     bool server = false;
+    // A client() Context's trust store is the process's copy of the system's CAs, shared by
+    // them all, until load_verify_file gives this one a store of its own (context.cpp).
+    bool shared_store = false;
     std::vector<unsigned char> alpn;  // wire format: length-prefixed names; read by select_alpn
 
     std::mutex cert_mu;

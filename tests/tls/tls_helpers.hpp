@@ -114,12 +114,8 @@ public:
     std::string server_key() const { return dir_.file("server.key"); }
     std::string file(const char* name) const { return dir_.file(name); }
 
-    /// A client context trusting this CA; a server context with the server certificate.
-    eddy::tls::Context client() const {
-        auto ctx = eddy::tls::Context::client();
-        ctx.load_verify_file(ca());
-        return ctx;
-    }
+    /// A client context trusting this CA only; a server context with the server certificate.
+    eddy::tls::Context client() const { return eddy::tls::Context::client_trusting(ca()); }
     eddy::tls::Context server() const { return eddy::tls::Context::server(server_cert(), server_key()); }
 
 private:

@@ -2,6 +2,7 @@
 //! a service (OpenSSL's SSL_CTX: role, trust store, certificate and key, ALPN, versions).
 //!
 //!     auto client = eddy::tls::Context::client();                 // system CAs, verification on
+//!     auto internal = eddy::tls::Context::client_trusting("ca.pem");  // a private CA only
 //!     auto server = eddy::tls::Context::server("cert.pem", "key.pem");
 //!     server.set_alpn({"h2", "http/1.1"});
 //!
@@ -40,16 +41,24 @@ enum class Version { kTls12, kTls13 };
 /// versions, ALPN (see the file comment). Copyable; copies share one SSL_CTX.
 class Context {
 public:
-    /// A client context: peer verification ON, against the system's default CA paths
-    /// (Debian: /etc/ssl/certs). tls::Error (setup) if OpenSSL cannot make one.
+    /// A client context: peer verification ON, against the system's trust store (OpenSSL's
+    /// default paths: SSL_CERT_FILE and SSL_CERT_DIR, else Debian's /etc/ssl/certs). The store
+    /// is read once per process and shared by every such context until it adds a CA of its
+    /// own (load_verify_file), so a context costs no file reading after the first. tls::Error
+    /// (setup) if OpenSSL cannot make one or cannot read the system's CAs.
     static Context client();
+    /// A client context that trusts only the CA certificates in the PEM file `ca_pem` (a
+    /// private CA): the system's store is never read. Verification ON, as client(). tls::Error
+    /// (setup) if the file cannot be read or holds no certificate.
+    static Context client_trusting(const std::string& ca_pem);
     /// A server context presenting the PEM certificate chain (leaf first) in `cert_chain_pem`
     /// with the PEM private key in `key_pem`. tls::Error (setup): a file missing or not PEM,
     /// or a key that does not belong to the certificate.
     static Context server(const std::string& cert_chain_pem, const std::string& key_pem);
 
     /// Trusts the CA certificates in the PEM file `ca_pem` too (a private CA, a test's
-    /// throwaway one). tls::Error (setup) if it cannot be read or holds no certificate.
+    /// throwaway one), in this context only (and its copies). tls::Error (setup) if it cannot
+    /// be read or holds no certificate.
     void load_verify_file(const std::string& ca_pem);
     /// ALPN: a client offers `protocols` (in its order of preference); a server picks the
     /// first of its own `protocols` that the client offers (none in common: the handshake

@@ -223,7 +223,6 @@ eddy::Task<void> write_lines(LineWriter& out, Outbox& outbox, const bool& too_lo
 
 eddy::Task<void> serve_chat(eddy::net::TcpStream& s) {
     g_stats.clients.fetch_add(1, std::memory_order_relaxed);
-    s.set_nodelay(true);
     LineReader in(s, eddy::io::LinesCodec(kMaxLine));
     LineWriter out(s, eddy::io::LinesCodec(kMaxLine), kWriteHighWater);
     std::optional<std::string> room;

@@ -30,7 +30,6 @@
 namespace {
 
 eddy::Task<void> echo(eddy::net::TcpStream& s, const examples::Drain& drain) {
-    s.set_nodelay(true);  // echo each chunk at once instead of waiting to coalesce
     std::array<std::byte, 4096> buf;
     for (;;) {
         // Echo has no requests: while draining, what has arrived is echoed, and the

@@ -171,7 +171,6 @@ eddy::Task<void> answer(eddy::net::TcpStream& s, eddy::io::BufWriter<eddy::net::
 }
 
 eddy::Task<void> serve_files(eddy::net::TcpStream& s, const examples::Drain& drain) {
-    s.set_nodelay(true);
     eddy::io::BufReader in(s, 8192, examples::http::kMaxLine);
     eddy::io::BufWriter out(s, 16384 + 512);  // room for a small file and its headers
     std::string line, text;

@@ -63,7 +63,6 @@ void answer_request(std::string& text, const Request& r) {
 }
 
 eddy::Task<void> serve_http(eddy::net::TcpStream& s, const examples::Drain& drain) {
-    s.set_nodelay(true);
     eddy::io::BufReader in(s, 8192, examples::http::kMaxLine);
     eddy::io::BufWriter out(s, 16384);
     std::string line, text;

@@ -237,7 +237,6 @@ void execute(std::vector<std::string>& args, std::string& out) {
 }
 
 eddy::Task<void> serve_kv(eddy::net::TcpStream& s, const examples::Drain& drain) {
-    s.set_nodelay(true);
     eddy::io::FramedRead in(s, RespDecoder{}, 16384);
     eddy::io::BufWriter out(s, 16384);
     std::string answer;

@@ -146,7 +146,6 @@ eddy::Task<void> serve(eddy::net::TcpStream s, Service& service) {
         ~Closing() { service.open.fetch_sub(1, std::memory_order_relaxed); }
     } closing{service};
     try {
-        s.set_nodelay(true);
         std::array<std::byte, 4096> buf;
         std::string pending;  // bytes received after the last '\n'
         bool first_line = true;

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -74,6 +75,12 @@ io::FileDescriptor new_socket(int family, int type, const char* what) {
     const int fd = ::socket(family, type | SOCK_CLOEXEC, 0);
     if (fd < 0) throw_errno(what);
     return io::FileDescriptor(fd);
+}
+
+io::FileDescriptor new_tcp_socket(int family, int type, const char* what) {
+    io::FileDescriptor fd = new_socket(family, type, what);
+    set_int_option(fd.get(), IPPROTO_TCP, TCP_NODELAY, 1, what);
+    return fd;
 }
 
 void close_socket(io::FileDescriptor& fd) {

@@ -17,6 +17,11 @@ namespace eddy::detail {
 
 /// A new close-on-exec socket of `family` and `type` (std::system_error, e.g. EMFILE).
 io::FileDescriptor new_socket(int family, int type, const char* what);
+/// A new TCP socket (`type`: SOCK_STREAM, with SOCK_NONBLOCK or not) with TCP_NODELAY on,
+/// eddy's default for every TCP socket it makes (docs/guide/05-network.md, "Nagle"). A
+/// listener's connections inherit it from the listener (Linux copies the option to each
+/// accepted socket), so accept() pays nothing for it.
+io::FileDescriptor new_tcp_socket(int family, int type, const char* what);
 /// getsockname (`peer` false) or getpeername (`peer` true) as an Addr with a from_native
 /// (net::SocketAddr, net::UnixAddr); std::system_error, e.g. ENOTCONN.
 template <class Addr>

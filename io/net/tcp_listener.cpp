@@ -15,7 +15,7 @@ TcpListener TcpListener::bind(const SocketAddr& addr, int backlog) {
 TcpListener TcpListener::bind(const SocketAddr& addr, const ListenOptions& options) {
     // Non-blocking: accept4 runs on the workers and must never block one.
     io::FileDescriptor fd =
-        detail::new_socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK, "eddy::net::TcpListener::bind");
+        detail::new_tcp_socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK, "eddy::net::TcpListener::bind");
     detail::set_int_option(fd.get(), SOL_SOCKET, SO_REUSEADDR, 1, "eddy::net::TcpListener::bind: SO_REUSEADDR");
     if (options.reuse_port)
         detail::set_int_option(fd.get(), SOL_SOCKET, SO_REUSEPORT, 1, "eddy::net::TcpListener::bind: SO_REUSEPORT");

@@ -31,9 +31,13 @@ Task<TcpStream> connect_socket(io::FileDescriptor fd, SocketAddr addr, std::stop
 
 }  // namespace
 
-TcpSocket TcpSocket::v4() { return TcpSocket(detail::new_socket(AF_INET, SOCK_STREAM, "eddy::net::TcpSocket::v4")); }
+TcpSocket TcpSocket::v4() {
+    return TcpSocket(detail::new_tcp_socket(AF_INET, SOCK_STREAM, "eddy::net::TcpSocket::v4"));
+}
 
-TcpSocket TcpSocket::v6() { return TcpSocket(detail::new_socket(AF_INET6, SOCK_STREAM, "eddy::net::TcpSocket::v6")); }
+TcpSocket TcpSocket::v6() {
+    return TcpSocket(detail::new_tcp_socket(AF_INET6, SOCK_STREAM, "eddy::net::TcpSocket::v6"));
+}
 
 TcpSocket TcpSocket::for_address(const SocketAddr& addr) { return addr.is_v6() ? v6() : v4(); }
 

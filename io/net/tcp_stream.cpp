@@ -15,7 +15,7 @@
 namespace eddy::net {
 
 Task<TcpStream> TcpStream::connect(SocketAddr addr, std::stop_token token) {
-    io::FileDescriptor fd = detail::new_socket(addr.family(), SOCK_STREAM, "eddy::net::TcpStream::connect");
+    io::FileDescriptor fd = detail::new_tcp_socket(addr.family(), SOCK_STREAM, "eddy::net::TcpStream::connect");
     co_await detail::IoAwaiter({.kind = detail::IoKind::kConnect,
                                 .fd = fd.get(),
                                 .addr = const_cast<sockaddr*>(addr.native()),

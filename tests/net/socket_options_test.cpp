@@ -1,5 +1,7 @@
 // tests/net/socket_options_test.cpp: the options a service sets, each set and read back
 // with the kernel:
+//   - TCP_NODELAY on by default: connect()'s stream, a listener's accepted one, a TcpSocket's
+//     connection (off when the builder says so); a stream adopted with from_fd keeps its own;
 //   - TcpStream: nodelay, keepalive (idle, interval, count; off again), linger (off, 0 s,
 //     5 s), send and receive buffer sizes (at least what was asked: Linux doubles it);
 //     a keepalive the kernel refuses (count 0) is std::system_error with EINVAL;
@@ -10,7 +12,9 @@
 #include <doctest/doctest.h>
 
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -21,6 +25,7 @@
 
 #include <eddy/net/socket_options.hpp>
 #include <eddy/net/tcp_listener.hpp>
+#include <eddy/net/tcp_socket.hpp>
 #include <eddy/net/tcp_stream.hpp>
 #include <eddy/runtime/runtime.hpp>
 #include <eddy/time/sleep.hpp>
@@ -39,6 +44,46 @@ using eddy::net::TcpListener;
 using eddy::net::TcpStream;
 using eddy::test::run;
 using namespace std::chrono_literals;
+
+namespace {
+
+struct Defaults {
+    bool connected = false, accepted = false, from_socket = false, builder_off = false, adopted = true;
+};
+
+Task<Defaults> nodelay_defaults(TcpListener& listener) {
+    Defaults d;
+    auto [client, server] = co_await eddy::test::connect_pair(listener);
+    d.connected = client.nodelay();
+    d.accepted = server.nodelay();
+    TcpStream built =
+        co_await eddy::net::TcpSocket::for_address(listener.local_address()).connect(listener.local_address());
+    d.from_socket = built.nodelay();
+    auto off = eddy::net::TcpSocket::for_address(listener.local_address());
+    off.set_nodelay(false);
+    TcpStream quiet = co_await std::move(off).connect(listener.local_address());
+    d.builder_off = quiet.nodelay();
+    // A socket made without eddy, connected, then adopted: Nagle stays on, as it came.
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const auto addr = listener.local_address();
+    if (fd >= 0 && ::connect(fd, addr.native(), addr.native_size()) == 0)
+        d.adopted = TcpStream::from_fd(eddy::io::FileDescriptor(fd)).nodelay();
+    else if (fd >= 0) ::close(fd);
+    co_return d;
+}
+
+}  // namespace
+
+TEST_CASE("TCP_NODELAY is on for every TCP stream eddy makes, and adopted ones keep theirs") {
+    Runtime rt(RuntimeConfig{.workers = 1});
+    auto listener = TcpListener::bind(SocketAddr::loopback_v4(0));
+    const Defaults d = run(rt, nodelay_defaults(listener));
+    CHECK(d.connected);
+    CHECK(d.accepted);
+    CHECK(d.from_socket);
+    CHECK_FALSE(d.builder_off);
+    CHECK_FALSE(d.adopted);
+}
 
 TEST_CASE("TcpStream options read back what was set") {
     Runtime rt(RuntimeConfig{.workers = 1});

@@ -221,11 +221,10 @@ Task<std::array<int, 4>> nodelay(TcpListener& listener) {
     Connection c = co_await connect_pair(listener);
     std::array<int, 4> seen{};
     seen[0] = eddy::test::get_int_sockopt(c.client.native_handle(), IPPROTO_TCP, TCP_NODELAY);
-    c.client.set_nodelay(true);
-    seen[1] = eddy::test::get_int_sockopt(c.client.native_handle(), IPPROTO_TCP, TCP_NODELAY);
-    c.server.set_nodelay(true);
-    seen[2] = eddy::test::get_int_sockopt(c.server.native_handle(), IPPROTO_TCP, TCP_NODELAY);
+    seen[1] = eddy::test::get_int_sockopt(c.server.native_handle(), IPPROTO_TCP, TCP_NODELAY);
     c.client.set_nodelay(false);
+    seen[2] = eddy::test::get_int_sockopt(c.client.native_handle(), IPPROTO_TCP, TCP_NODELAY);
+    c.client.set_nodelay(true);
     seen[3] = eddy::test::get_int_sockopt(c.client.native_handle(), IPPROTO_TCP, TCP_NODELAY);
     co_return seen;
 }
@@ -238,9 +237,9 @@ TEST_CASE("set_nodelay toggles TCP_NODELAY") {
         auto listener = TcpListener::bind(lo);
         Runtime rt(RuntimeConfig{.workers = 1});
         const auto seen = run(rt, nodelay(listener));
-        CHECK(seen[0] == 0);  // off by default
-        CHECK(seen[1] != 0);
-        CHECK(seen[2] != 0);
-        CHECK(seen[3] == 0);
+        CHECK(seen[0] != 0);  // on by default: connect()'s stream
+        CHECK(seen[1] != 0);  // and the accepted one (from the listener)
+        CHECK(seen[2] == 0);
+        CHECK(seen[3] != 0);
     }
 }

@@ -28,7 +28,8 @@ class TcpSocket;
 class TcpListener {
 public:
     /// std::system_error on failure (EADDRINUSE, EACCES, ...). SO_REUSEADDR is always set
-    /// (a restarted server binds while old connections linger in TIME_WAIT).
+    /// (a restarted server binds while old connections linger in TIME_WAIT), and TCP_NODELAY,
+    /// which every accepted connection inherits (eddy's default: see TcpStream::set_nodelay).
     static TcpListener bind(const SocketAddr& addr, int backlog = 1024);
     /// With SO_REUSEPORT, IPV6_V6ONLY, SO_RCVBUF and the backlog of `options`.
     static TcpListener bind(const SocketAddr& addr, const ListenOptions& options);
@@ -36,7 +37,9 @@ public:
     /// process's): takes ownership of `fd`, checks it is a listening IPv4 or IPv6 TCP socket
     /// and makes it close-on-exec and non-blocking. std::system_error naming what was
     /// expected and what was found: EBADF (not open), ENOTSOCK (a pipe, a file), EINVAL (a
-    /// UDP or Unix socket, a TCP socket that is not listening); `fd` is closed then.
+    /// UDP or Unix socket, a TCP socket that is not listening); `fd` is closed then. Its
+    /// options stay as they were: its connections inherit its TCP_NODELAY (systemd's
+    /// NoDelay=, off unless the unit says so).
     static TcpListener from_fd(io::FileDescriptor fd);
 
     /// The next connection.

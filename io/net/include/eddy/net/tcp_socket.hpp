@@ -52,7 +52,8 @@ public:
     /// SO_RCVBUF; set before listen() or connect() it sizes the TCP window offered.
     void set_recv_buffer_size(int bytes);
     int recv_buffer_size() const;  ///< SO_RCVBUF as the kernel reports it
-    /// TCP_NODELAY, kept by the connection connect() makes.
+    /// TCP_NODELAY, kept by the connection connect() makes and by the connections a listener
+    /// made with listen() accepts. On from v4()/v6() (eddy's default, see TcpStream).
     void set_nodelay(bool on);
 
     /// bind(2): the local address (a listener's, or an outgoing connection's source address

@@ -87,7 +87,10 @@ public:
     /// std::system_error on failure.
     void close();
 
-    /// TCP_NODELAY: send small writes at once instead of coalescing them (Nagle).
+    /// TCP_NODELAY: send small writes at once instead of coalescing them (Nagle). On by
+    /// default for every stream eddy makes (connect(), a TcpListener's or a TcpSocket's
+    /// connections); set_nodelay(false) turns Nagle's algorithm back on. A stream adopted
+    /// with from_fd keeps what its descriptor had.
     void set_nodelay(bool on);
     bool nodelay() const;  ///< TCP_NODELAY as set now
     /// SO_KEEPALIVE with TCP_KEEPIDLE/KEEPINTVL/KEEPCNT; std::nullopt turns it off.

@@ -4,8 +4,9 @@
 Fake ab-compare and eddy-bench scripts (written to a scratch folder, given with --ab-compare
 and --eddy-bench, with --base-build and --new-build naming two empty folders) print and write
 figures chosen here, and append to a log what each run was asked. The table must hold the
-medians and ratios worked out by hand (CPU columns for the server rows only), the line under it
-must name exactly the rows whose rate fell or whose CPU per request rose by more than 3 %, the
+medians and ratios worked out by hand (CPU and system-call columns for the server rows only, the
+latter blank where eddy-bench gives none), the line under it must name exactly the rows whose
+rate fell or whose CPU per request rose by more than 3 %, or whose system calls rose by 2 %, the
 server rows' runs must alternate base and new with the order flipped every repetition, and
 ab-compare must be given the two benchmarks/ folders. A fake that fails, or prints no figures,
 makes ab-base exit 1 naming the command; a row eddy-bench skips is reported as not measured.
@@ -61,9 +62,12 @@ if row in cfg.get("skip", []):
     sys.stderr.write("eddy-bench: skipping %s: its client is not installed\n" % row)
     doc = {"format": 2, "benches": [], "results": []}
 else:
-    rate, cpu = cfg["server"]["%s/%d" % (row, workers)][side][n]
-    doc = {"format": 2, "benches": [row], "results": [
-        {"bench": row, "runtime": "eddy", "workers": workers, "rate": rate, "cpu_us_per_rt": cpu, "ops": 1000}]}
+    figures = cfg["server"]["%s/%d" % (row, workers)][side][n]
+    result = {"bench": row, "runtime": "eddy", "workers": workers, "rate": figures[0], "cpu_us_per_rt": figures[1],
+              "ops": 1000}
+    if len(figures) > 2 and "--count-syscalls" in args:  # else: as where perf is missing
+        result["syscalls_per_rt"] = figures[2]
+    doc = {"format": 2, "benches": [row], "results": [result]}
 with open(opt("--json"), "w") as f:
     json.dump(doc, f)
 """
@@ -71,29 +75,30 @@ with open(opt("--json"), "w") as f:
 # (row/workers) -> (base, new) medians printed by the fake ab-compare.
 SCHED = {"yield_many/1": [1000, 1100], "yield_many/2": [1000, 950],
          "spawn_many/1": [1000, 1010], "spawn_many/2": [2000, 2000]}
-# (row/workers) -> side -> the (rate, cpu us/request) of each repetition, in run order.
+# (row/workers) -> side -> the (rate, cpu us/request[, syscalls/request]) of each repetition, in
+# run order (echo_server's without syscalls, as where perf is missing).
 SERVER = {
     "echo_server/1": {"base": [[100, 10.0], [110, 11.0], [90, 9.0]],
                       "new": [[98, 10.5], [97, 10.2], [99, 10.4]]},
     "echo_server/2": {"base": [[300, 4.0], [300, 4.0], [300, 4.0]],
                       "new": [[300, 4.0], [300, 4.0], [300, 4.0]]},
-    "http_hello/1": {"base": [[200, 5.0], [200, 5.0], [200, 5.0]],
-                     "new": [[200, 5.1], [210, 5.1], [190, 5.1]]},
-    "http_hello/2": {"base": [[400, 3.0], [400, 3.0], [400, 3.0]],
-                     "new": [[420, 2.8], [420, 2.8], [420, 2.8]]},
+    "http_hello/1": {"base": [[200, 5.0, 3.0], [200, 5.0, 3.0], [200, 5.0, 3.0]],
+                     "new": [[200, 5.1, 3.1], [210, 5.1, 3.1], [190, 5.1, 3.1]]},
+    "http_hello/2": {"base": [[400, 3.0, 3.0], [400, 3.0, 3.0], [400, 3.0, 3.0]],
+                     "new": [[420, 2.8, 2.0], [420, 2.8, 2.0], [420, 2.8, 2.0]]},
 }
 # The table for SCHED and SERVER, worked out by hand.
 EXPECTED_TABLE = """\
-| row | workers | base | new | new/base | base CPU/op | new CPU/op | new/base CPU |
-| --- | --- | --- | --- | --- | --- | --- | --- |
-| yield_many | 1 | 1000 | 1100 | 1.100 |  |  |  |
-| yield_many | 2 | 1000 | 950 | 0.950 |  |  |  |
-| spawn_many | 1 | 1000 | 1010 | 1.010 |  |  |  |
-| spawn_many | 2 | 2000 | 2000 | 1.000 |  |  |  |
-| echo_server | 1 | 100 | 98 | 0.980 | 10.00 | 10.40 | 1.040 |
-| echo_server | 2 | 300 | 300 | 1.000 | 4.00 | 4.00 | 1.000 |
-| http_hello | 1 | 200 | 200 | 1.000 | 5.00 | 5.10 | 1.020 |
-| http_hello | 2 | 400 | 420 | 1.050 | 3.00 | 2.80 | 0.933 |
+| row | workers | base | new | new/base | base CPU/op | new CPU/op | new/base CPU | base sys/op | new sys/op |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| yield_many | 1 | 1000 | 1100 | 1.100 |  |  |  |  |  |
+| yield_many | 2 | 1000 | 950 | 0.950 |  |  |  |  |  |
+| spawn_many | 1 | 1000 | 1010 | 1.010 |  |  |  |  |  |
+| spawn_many | 2 | 2000 | 2000 | 1.000 |  |  |  |  |  |
+| echo_server | 1 | 100 | 98 | 0.980 | 10.00 | 10.40 | 1.040 |  |  |
+| echo_server | 2 | 300 | 300 | 1.000 | 4.00 | 4.00 | 1.000 |  |  |
+| http_hello | 1 | 200 | 200 | 1.000 | 5.00 | 5.10 | 1.020 | 3.00 | 3.10 |
+| http_hello | 2 | 400 | 420 | 1.050 | 3.00 | 2.80 | 0.933 | 3.00 | 2.00 |
 """
 ROWS = ["yield_many", "spawn_many", "echo_server", "http_hello"]
 
@@ -161,11 +166,13 @@ class AbBase(unittest.TestCase):
     def test_moved_rows_are_named(self):
         lines = self.full_run().splitlines()
         moved = [l for l in lines if l.startswith("Moved by more than 3 %")]
-        self.assertEqual(moved, ["Moved by more than 3 % (rate down or CPU up): yield_many workers=2 (rate -5.0 %); "
-                                 "echo_server workers=1 (CPU/op +4.0 %)."])
+        # http_hello at 1 worker: CPU +2 % is under the threshold, system calls +3.3 % are not.
+        self.assertEqual(moved, ["Moved by more than 3 % (rate down or CPU up), or 2 % (syscalls up): "
+                                 "yield_many workers=2 (rate -5.0 %); echo_server workers=1 (CPU/op +4.0 %); "
+                                 "http_hello workers=1 (syscalls/op +3.3 %)."])
         better = [l for l in lines if l.startswith("Better")]
-        self.assertEqual(better, ["Better by more than 3 % (rate up or CPU down): yield_many workers=1; "
-                                  "http_hello workers=2."])
+        self.assertEqual(better, ["Better by more than 3 % (rate up or CPU down), or 2 % (syscalls down): "
+                                  "yield_many workers=1; http_hello workers=2."])
 
     def test_identical_programs_are_named(self):
         # yield_many's program is the same file in both builds, spawn_many's differs, and
@@ -195,7 +202,7 @@ class AbBase(unittest.TestCase):
         self.configure(sched=same)
         out = self.ab_base("--reps", "1", "--workers", "1", "yield_many", "spawn_many")
         self.assertEqual(out.returncode, 0, out.stderr)
-        self.assertIn("No row moved by more than 3 % (rate down or CPU up).", out.stdout)
+        self.assertIn("No row moved by more than 3 % (rate down or CPU up), or 2 % (syscalls up).", out.stdout)
 
     def test_server_runs_alternate_with_the_order_flipped(self):
         self.full_run()
@@ -205,7 +212,7 @@ class AbBase(unittest.TestCase):
                 self.assertEqual([r["side"] for r in runs], ["base", "new", "new", "base", "base", "new"])
                 for r in runs:
                     self.assertEqual(r["args"][:2], ["--no-anchors", "--build"])
-                    self.assertEqual(r["args"][3:7], ["--reps", "1", "--workers", str(w)])
+                    self.assertEqual(r["args"][3:8], ["--reps", "1", "--workers", str(w), "--count-syscalls"])
                     self.assertEqual(r["args"][-1], row)
 
     def test_ab_compare_gets_both_benchmark_folders(self):

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -113,7 +114,20 @@ void UdpSocket::set_multicast_interface(unsigned interface_index) {
 }
 
 void UdpSocket::join_multicast(const SocketAddr& group, unsigned interface_index) {
-    membership(fd_.get(), group, interface_index, true, "eddy::net::UdpSocket::join_multicast");
+    const char* what = "eddy::net::UdpSocket::join_multicast";
+    membership(fd_.get(), group, interface_index, true, what);
+    // Only the groups this socket joined (see the header). Linux 4.20 and later know the IPv6
+    // option; an older kernel's ENOPROTOOPT leaves IPv6 sockets as they were.
+    const int off = 0;
+    const bool v6 = group.is_v6();
+    if (::setsockopt(fd_.get(), v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_MULTICAST_ALL : IP_MULTICAST_ALL, &off,
+                     sizeof off) != 0 &&
+        !(v6 && errno == ENOPROTOOPT)) {
+        const int err = errno;
+        membership(fd_.get(), group, interface_index, false, what);  // not joined after all
+        errno = err;
+        detail::throw_errno(what);
+    }
 }
 
 void UdpSocket::leave_multicast(const SocketAddr& group, unsigned interface_index) {

@@ -11,10 +11,33 @@
 
 namespace eddy::net {
 
-UdpSocket UdpSocket::bind(const SocketAddr& addr) {
+UdpSocket UdpSocket::bind(const SocketAddr& addr) { return bind(addr, UdpOptions{}); }
+
+UdpSocket UdpSocket::bind(const SocketAddr& addr, const UdpOptions& options) {
     io::FileDescriptor fd = detail::new_socket(addr.family(), SOCK_DGRAM, "eddy::net::UdpSocket::bind");
+    if (options.reuse_address)
+        detail::set_int_option(fd.get(), SOL_SOCKET, SO_REUSEADDR, 1, "eddy::net::UdpSocket::bind: SO_REUSEADDR");
+    if (options.reuse_port)
+        detail::set_int_option(fd.get(), SOL_SOCKET, SO_REUSEPORT, 1, "eddy::net::UdpSocket::bind: SO_REUSEPORT");
+    if (options.only_v6 && addr.is_v6())
+        detail::set_int_option(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, *options.only_v6 ? 1 : 0,
+                               "eddy::net::UdpSocket::bind: IPV6_V6ONLY");
+    if (options.recv_buffer_size)
+        detail::set_int_option(fd.get(), SOL_SOCKET, SO_RCVBUF, *options.recv_buffer_size,
+                               "eddy::net::UdpSocket::bind: SO_RCVBUF");
+    if (options.send_buffer_size)
+        detail::set_int_option(fd.get(), SOL_SOCKET, SO_SNDBUF, *options.send_buffer_size,
+                               "eddy::net::UdpSocket::bind: SO_SNDBUF");
     if (::bind(fd.get(), addr.native(), addr.native_size()) != 0) detail::throw_errno("eddy::net::UdpSocket::bind");
     return UdpSocket(std::move(fd));
+}
+
+int UdpSocket::recv_buffer_size() const {
+    return detail::get_int_option(fd_.get(), SOL_SOCKET, SO_RCVBUF, "eddy::net::UdpSocket::recv_buffer_size");
+}
+
+int UdpSocket::send_buffer_size() const {
+    return detail::get_int_option(fd_.get(), SOL_SOCKET, SO_SNDBUF, "eddy::net::UdpSocket::send_buffer_size");
 }
 
 UdpSocket UdpSocket::from_fd(io::FileDescriptor fd) {

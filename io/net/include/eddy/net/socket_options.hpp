@@ -39,4 +39,22 @@ struct ListenOptions {
     std::optional<int> recv_buffer_size{};
 };
 
+/// What UdpSocket::bind sets on the socket before bind(2).
+struct UdpOptions {
+    /// SO_REUSEADDR: several sockets of this host on one port, e.g. each receiver of a
+    /// multicast group (each gets every datagram of the groups it joined).
+    bool reuse_address = false;
+    /// SO_REUSEPORT: several sockets on one address and port; the kernel spreads unicast
+    /// datagrams over them (one receiver per thread or process).
+    bool reuse_port = false;
+    /// IPV6_V6ONLY for an IPv6 address: true, IPv6 only; false, IPv4 too (mapped); unset,
+    /// the system's default (net.ipv6.bindv6only).
+    std::optional<bool> only_v6{};
+    /// SO_RCVBUF: how many bytes of datagrams wait unread before the kernel drops new ones
+    /// (the kernel doubles it, and caps it at net.core.rmem_max).
+    std::optional<int> recv_buffer_size{};
+    /// SO_SNDBUF (doubled, capped at net.core.wmem_max).
+    std::optional<int> send_buffer_size{};
+};
+
 }  // namespace eddy::net

@@ -40,6 +40,7 @@
 
 #include <eddy/io/file_descriptor.hpp>
 #include <eddy/net/socket_addr.hpp>
+#include <eddy/net/socket_options.hpp>
 #include <eddy/tasks/task.hpp>
 
 namespace eddy::net {
@@ -56,6 +57,9 @@ public:
 
     /// std::system_error on failure (EADDRINUSE, ...).
     static UdpSocket bind(const SocketAddr& addr);
+    /// With SO_REUSEADDR, SO_REUSEPORT, IPV6_V6ONLY and the buffer sizes of `options`, set
+    /// before bind(2); std::system_error naming the option the kernel refused, or bind's.
+    static UdpSocket bind(const SocketAddr& addr, const UdpOptions& options);
     /// Adopts an IPv4 or IPv6 UDP socket made elsewhere (systemd's, net::listen_fds()): takes
     /// ownership of `fd`, checks it (std::system_error EBADF, ENOTSOCK, or EINVAL naming what
     /// it is instead; `fd` is closed then) and makes it close-on-exec and blocking, as
@@ -102,12 +106,19 @@ public:
     /// The TTL or hop limit of multicast datagrams it sends (1 unless set: the local network).
     void set_multicast_ttl(int hops);
     int multicast_ttl() const;  ///< IP_MULTICAST_TTL or IPV6_MULTICAST_HOPS
-    /// Whether its own multicast datagrams come back to sockets of this host (on unless set).
+    /// Whether a copy of each multicast datagram it sends out of a network interface is looped
+    /// back to this host's members of the group (on unless set). A datagram sent out of the
+    /// loopback interface itself (set_multicast_interface(lo)) is delivered to this host's
+    /// members whatever this says: lo is how it leaves.
     void set_multicast_loop(bool on);
     bool multicast_loop() const;  ///< IP_MULTICAST_LOOP or IPV6_MULTICAST_LOOP
     /// The interface its multicast datagrams leave by (0: the routing table's choice).
     void set_multicast_interface(unsigned interface_index);
     /// Joins multicast `group` (its port is ignored) on one interface (0: the kernel's choice).
+    /// The socket then receives the groups it joined itself, and no others: join turns off
+    /// IP_MULTICAST_ALL (IPV6_MULTICAST_ALL), under which Linux delivers every group that any
+    /// socket of the host joined to each socket bound to that port, so that a socket that
+    /// left a group would still get its datagrams while another socket stays in it.
     void join_multicast(const SocketAddr& group, unsigned interface_index = 0);
     /// Leaves a group joined with join_multicast (EADDRNOTAVAIL if it was not joined there).
     void leave_multicast(const SocketAddr& group, unsigned interface_index = 0);
@@ -123,6 +134,8 @@ public:
     /// operation in flight keeps the socket alive in the kernel): cancel it through its
     /// stop_token first.
     void close() { fd_.close(); }
+    int recv_buffer_size() const;  ///< SO_RCVBUF as the kernel reports it (twice what was set)
+    int send_buffer_size() const;  ///< SO_SNDBUF as the kernel reports it
     int native_handle() const noexcept { return fd_.get(); }  ///< the socket's descriptor, still owned by this object
 
 private:

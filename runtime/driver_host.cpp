@@ -31,6 +31,10 @@ void DriverHost::note_driver_work() noexcept { current_worker()->note_driver_wor
 
 void DriverHost::deliver(void* const* items, std::size_t n) noexcept { sched_.deliver_from_driver(items, n); }
 
+void DriverHost::deliver_late(void* const* items, const std::int64_t* late_ns, std::size_t n) noexcept {
+    sched_.deliver_late_from_driver(items, late_ns, n);
+}
+
 std::size_t DriverHost::unparked_workers() const noexcept { return sched_.idle().num_unparked(); }
 
 std::size_t DriverHost::blocking_busy() const noexcept { return sched_.blocking().busy(); }

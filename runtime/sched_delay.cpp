@@ -15,6 +15,9 @@ namespace {
 // its threads; thread creation orders the write before their reads). Relaxed: that order is
 // all it needs.
 std::atomic<std::uint64_t> g_ns_per_tick_q32{std::uint64_t{1} << 32};
+// Its inverse, ticks per nanosecond in 32.32 (a multiplication where a timer's lateness
+// becomes a stamp, instead of a division per timer). Written and read as the one above.
+std::atomic<std::uint64_t> g_ticks_per_ns_q32{std::uint64_t{1} << 32};
 std::once_flag g_calibrated;
 
 #if defined(__x86_64__)
@@ -56,6 +59,9 @@ void calibrate_sched_ticks() {
         const auto q32 =
             static_cast<std::uint64_t>((static_cast<unsigned __int128>(b.ns - a.ns) << 32) / (b.ticks - a.ticks));
         g_ns_per_tick_q32.store(std::max<std::uint64_t>(q32, 1), std::memory_order_relaxed);
+        const auto inverse =
+            static_cast<std::uint64_t>((static_cast<unsigned __int128>(b.ticks - a.ticks) << 32) / (b.ns - a.ns));
+        g_ticks_per_ns_q32.store(std::max<std::uint64_t>(inverse, 1), std::memory_order_relaxed);
     });
 #endif
 }
@@ -63,6 +69,11 @@ void calibrate_sched_ticks() {
 std::uint64_t sched_ticks_to_ns(std::uint64_t ticks) noexcept {
     const auto q32 = g_ns_per_tick_q32.load(std::memory_order_relaxed);
     return static_cast<std::uint64_t>((static_cast<unsigned __int128>(ticks) * q32) >> 32);
+}
+
+std::uint64_t sched_ns_to_ticks(std::uint64_t ns) noexcept {
+    const auto q32 = g_ticks_per_ns_q32.load(std::memory_order_relaxed);
+    return static_cast<std::uint64_t>((static_cast<unsigned __int128>(ns) * q32) >> 32);
 }
 
 }  // namespace eddy::detail

@@ -3,7 +3,9 @@
 //
 // What is timed: every woken task a worker takes from a queue (its wake queue, the global
 // queue, a victim's wake queue), from the stamp its QueueItem carries (queue_item.hpp) to
-// the moment the worker takes it. Tasks that run straight from the LIFO slot are not: they
+// the moment the worker takes it. An expired timer's task is stamped with its deadline
+// (DriverHost::deliver_late: the driver's reading minus how late it fired), so a driver
+// that got to it late does not hide the wait. Tasks that run straight from the LIFO slot are not: they
 // run as soon as the task that woke them suspends, and the time they spend there is that
 // task's poll (a long one is counted by slow_polls, and the watchdog hands the slot's task to
 // an idle worker). A task that the slot displaces, or that the slot's cap sends back, is
@@ -30,6 +32,8 @@ namespace eddy::detail {
 void calibrate_sched_ticks();
 /// Scheduling-clock ticks to nanoseconds (after calibrate_sched_ticks()).
 std::uint64_t sched_ticks_to_ns(std::uint64_t ticks) noexcept;
+/// Nanoseconds to scheduling-clock ticks, the inverse (a timer's lateness as a stamp).
+std::uint64_t sched_ns_to_ticks(std::uint64_t ns) noexcept;
 
 /// The scheduling delay's recorder: durations given as two scheduling-clock readings.
 class SchedDelayRecorder : public DurationRecorder {

@@ -129,6 +129,8 @@ public:
     /// wake queue with one bulk push (the driver's own producer token) and wakes a worker if
     /// none is searching.
     void deliver_from_driver(void* const* frames, std::size_t n) noexcept;
+    /// The same for expired timers: frame i became runnable late_ns[i] ago (DriverHost::deliver_late).
+    void deliver_late_from_driver(void* const* frames, const std::int64_t* late_ns, std::size_t n) noexcept;
     /// What the driver sees of this scheduler (driver.hpp): handed to make_driver().
     DriverHost& driver_host() noexcept { return driver_host_; }
     /// idle.hpp rule 1: wakes one parked worker if new work needs one.

@@ -211,11 +211,13 @@ void Reactor::fire_timers() {
     const std::int64_t now = timer_now();
     for (auto& q : timer_queues_) {
         if (q->earliest() > now) continue;
-        q->pop_expired(now, [this](TimerEntry& e) {
+        q->pop_expired(now, [this, now](TimerEntry& e) {
             stat_timers_fired_.add();
             if (e.action == TimerEntry::Action::kResume) {
                 e.result = 0;
-                ready_.push_back(e.waiter.address());  // resumed after this round: e stays
+                timer_ready_.push_back(e.waiter.address());  // resumed after this round: e stays
+                // How long ago it became due (none on a virtual clock, which jumps to it).
+                timer_late_.push_back(virtual_ ? 0 : now - e.deadline_ns);
             } else {
                 retain_timeout(e.timeout);  // the awaiter may go once we unlock
                 stops_.push_back(e.timeout);
@@ -224,6 +226,11 @@ void Reactor::fire_timers() {
     }
     for (TimeoutScope* s : stops_) fire_timeout(s);  // with_timeout: cancels the task
     stops_.clear();
+    if (!timer_ready_.empty()) {
+        host_.deliver_late(timer_ready_.data(), timer_late_.data(), timer_ready_.size());
+        timer_ready_.clear();
+        timer_late_.clear();
+    }
 }
 
 std::int64_t Reactor::earliest_timer() const noexcept {

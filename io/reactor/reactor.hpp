@@ -265,12 +265,16 @@ private:
     std::vector<std::unique_ptr<TimerQueue>> timer_queues_;  // one per worker
     std::vector<TimeoutScope*> stops_;                       // with_timeouts that expired this round (a reference each)
     std::vector<void*> ready_;                               // frames to resume, pushed in bulk
-    ReactorNode* retry_ = nullptr;                           // operations to resubmit (-EINTR, after a poll)
-    Operation* in_flight_ = nullptr;                         // list of operations the kernel holds
-    PollState* armed_ = nullptr;                             // list of sockets whose poll the kernel holds
-    bool multishot_poll_ = true;                             // false once the kernel refused IORING_POLL_ADD_MULTI
-    std::size_t pending_cqes_ = 0;                           // completions the kernel still owes us
-    std::uint64_t wake_buf_ = 0;                             // the eventfd read's buffer
+    // Expired timers' frames, and how late each fired (ns): pushed by fire_timers itself,
+    // stamped from their deadlines (DriverHost::deliver_late).
+    std::vector<void*> timer_ready_;
+    std::vector<std::int64_t> timer_late_;
+    ReactorNode* retry_ = nullptr;    // operations to resubmit (-EINTR, after a poll)
+    Operation* in_flight_ = nullptr;  // list of operations the kernel holds
+    PollState* armed_ = nullptr;      // list of sockets whose poll the kernel holds
+    bool multishot_poll_ = true;      // false once the kernel refused IORING_POLL_ADD_MULTI
+    std::size_t pending_cqes_ = 0;    // completions the kernel still owes us
+    std::uint64_t wake_buf_ = 0;      // the eventfd read's buffer
     bool wake_armed_ = false;
 
     // Statistics (eddy/runtime/metrics.hpp): written by the reactor thread only (gauges at

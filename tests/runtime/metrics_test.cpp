@@ -3,10 +3,13 @@
 // reactor's figures follow sleeps and I/O, and the rendering names every part.
 #include <doctest/doctest.h>
 
+#include <pthread.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <stop_token>
 #include <string>
@@ -247,6 +250,70 @@ TEST_CASE("the scheduling delay counts how long a woken task waited for its work
     CHECK(delay.max() >= 25ms);
     CHECK(delay.percentile(1.0) == delay.max());
     CHECK(rt.metrics().workers[0].scheduling_delay.count() == delay.count());
+}
+
+TEST_CASE(
+    "an Event set from a plain thread during a long poll counts its waiter's wait; a task not yet waiting has none") {
+    // The waiter is suspended on the event before the spinner starts: set() wakes it through
+    // the global queue and its wait is counted. A task spawned during the spin has not waited
+    // when set() runs: it finds the event set on its first poll, nothing woke it, and its time
+    // in the queue is a spawned task's, which the histogram does not time (so a count that
+    // does not move there is not a lost wake-up).
+    for (const bool waiting_first : {true, false}) {
+        CAPTURE(waiting_first);
+        Runtime rt(RuntimeConfig{.workers = 1});
+        eddy::Event event;
+        std::atomic<bool> suspended{false}, woken{false};
+        auto wait_on = [](eddy::Event& e) -> Task<void> { co_await e; };
+        std::optional<eddy::JoinHandle<void>> waiter;
+        if (waiting_first) {
+            waiter.emplace(rt.spawn(wait_on(event)));
+            // Spawned after it onto the one worker, so it runs once the waiter has suspended.
+            rt.spawn([](std::atomic<bool>& s) -> Task<void> {
+                  s.store(true);
+                  co_return;
+              }(suspended))
+                .detach();
+            const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+            while (!suspended.load() && !past(deadline)) std::this_thread::yield();
+            REQUIRE(suspended.load());
+        }
+        const std::uint64_t before = rt.metrics().scheduling_delay().count();
+        eddy::JoinHandle<void> spinner = rt.spawn(spin_past(woken, 30ms));
+        if (!waiting_first) waiter.emplace(rt.spawn(wait_on(event)));
+        std::this_thread::sleep_for(5ms);
+        event.set();
+        woken.store(true);
+        rt.block_on([](eddy::JoinHandle<void> a, eddy::JoinHandle<void> b) -> Task<void> {
+            co_await std::move(a);
+            co_await std::move(b);
+        }(std::move(*waiter), std::move(spinner)));
+        const eddy::DurationHistogram delay = rt.metrics().scheduling_delay();
+        if (waiting_first) {
+            CHECK(delay.count() == before + 1);
+            CHECK(delay.max() >= 25ms);
+        } else {
+            CHECK(delay.count() == before);
+        }
+    }
+}
+
+TEST_CASE("a timer's scheduling delay counts from its deadline, however late the reactor fired it") {
+    // The reactor thread's start hook holds it 100 ms before its loop, so a 5 ms sleep's timer
+    // fires about 95 ms late, and the task is queued only then. Stamped when the reactor got
+    // to it, its wait would be next to nothing; counted from the deadline it is about 95 ms.
+    // Only a lower bound is checked (the hook's sleep can only last longer).
+    Runtime rt(RuntimeConfig{.workers = 1, .on_thread_start = [] {
+                                 char name[16] = {};
+                                 pthread_getname_np(pthread_self(), name, sizeof name);
+                                 if (std::string(name).find("reactor") != std::string::npos)
+                                     std::this_thread::sleep_for(100ms);
+                             }});
+    rt.block_on([]() -> Task<void> { co_await eddy::sleep(5ms); }());
+    const eddy::DurationHistogram delay = rt.metrics().scheduling_delay();
+    INFO("count " << delay.count() << ", max " << delay.max().count() << " ns");
+    CHECK(delay.count() >= 1);
+    CHECK(delay.max() >= 50ms);
 }
 
 }  // TEST_SUITE("runtime/metrics")

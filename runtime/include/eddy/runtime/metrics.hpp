@@ -54,8 +54,9 @@ struct WorkerMetrics {
     std::uint64_t slow_polls = 0;          ///< polls that ran past RuntimeConfig::slow_poll_threshold
     std::size_t local_queue_depth = 0;     ///< gauge: tasks in its queues now (wake queue and spawn deque)
     /// How long the tasks woken onto this worker's queues waited before it polled them (from
-    /// the wake-up, or from the moment a task left the LIFO slot, to the poll; tasks that ran
-    /// straight from the slot are not counted). Always on: one clock read per timed task.
+    /// the wake-up, a timer's deadline, or the moment a task left the LIFO slot, to the poll;
+    /// tasks that ran straight from the slot are not counted). Always on: one clock read per
+    /// timed task.
     DurationHistogram scheduling_delay;
     /// How long each poll ran on this worker (from the resumption of a queued frame to its
     /// suspension). Only with RuntimeConfig::poll_time_histogram (two clock reads per poll);

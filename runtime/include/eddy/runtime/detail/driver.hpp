@@ -99,6 +99,10 @@ public:
     /// Driver thread only: queues `n` woken tasks (frames or tagged runnables) on the global
     /// wake queue in one bulk push, and wakes a worker if none is searching.
     void deliver(void* const* items, std::size_t n) noexcept;
+    /// Driver thread only: as deliver(), for items that became runnable before now: item i
+    /// `late_ns[i]` nanoseconds ago (an expired timer, since its deadline). Their scheduling
+    /// delay (RuntimeMetrics::scheduling_delay) counts from then.
+    void deliver_late(void* const* items, const std::int64_t* late_ns, std::size_t n) noexcept;
 
     // --- what the driver's sleep decisions read ---
     /// Workers not parked (relaxed snapshot).

@@ -73,4 +73,25 @@ Driver* this_thread_driver() noexcept {
     return s != nullptr ? s->driver() : nullptr;
 }
 
+// Defined here, not in scheduler.cpp, for the driver's seam it serves: in scheduler.cpp it
+// moved the scheduler's hot paths, and spawn_remote at 2 workers ran 13 % slower.
+void Scheduler::deliver_late_from_driver(void* const* frames, const std::int64_t* late_ns, std::size_t n) noexcept {
+    // Stamped from each deadline, not from now: a late timer's wait counts whole in the
+    // scheduling delay, however late the driver got to it.
+    const std::uint64_t now = sched_ticks();
+    std::uint64_t stamps[64];
+    for (std::size_t done = 0; done < n;) {
+        const std::size_t k = n - done < 64 ? n - done : 64;
+        for (std::size_t i = 0; i < k; ++i) {
+            const std::uint64_t back =
+                late_ns[done + i] > 0 ? sched_ns_to_ticks(static_cast<std::uint64_t>(late_ns[done + i])) : 0;
+            stamps[i] = (back < now ? now - back : 0) | 1;  // never 0: 0 means spawned
+        }
+        push_bulk_woken(global_wakes_, driver_token_, frames + done, stamps, k);
+        done += k;
+    }
+    note_global_wakes();
+    notify_parked();
+}
+
 }  // namespace eddy::detail

@@ -79,15 +79,15 @@ void Scheduler::deliver_late_from_driver(void* const* frames, const std::int64_t
     // Stamped from each deadline, not from now: a late timer's wait counts whole in the
     // scheduling delay, however late the driver got to it.
     const std::uint64_t now = sched_ticks();
-    std::uint64_t stamps[64];
+    QueueItem chunk[64];
     for (std::size_t done = 0; done < n;) {
         const std::size_t k = n - done < 64 ? n - done : 64;
         for (std::size_t i = 0; i < k; ++i) {
             const std::uint64_t back =
                 late_ns[done + i] > 0 ? sched_ns_to_ticks(static_cast<std::uint64_t>(late_ns[done + i])) : 0;
-            stamps[i] = (back < now ? now - back : 0) | 1;  // never 0: 0 means spawned
+            chunk[i] = QueueItem{frames[done + i], (back < now ? now - back : 0) | 1};  // never 0: 0 means spawned
         }
-        push_bulk_woken(global_wakes_, driver_token_, frames + done, stamps, k);
+        global_wakes_.push_bulk(driver_token_, chunk, k);
         done += k;
     }
     note_global_wakes();

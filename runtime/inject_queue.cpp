@@ -49,17 +49,6 @@ void push_bulk_woken(InjectQueue& q, InjectQueue::ProducerToken& token, void* co
     }
 }
 
-void push_bulk_woken(InjectQueue& q, InjectQueue::ProducerToken& token, void* const* tasks, const std::uint64_t* stamps,
-                     std::size_t n) {
-    QueueItem chunk[64];
-    for (std::size_t done = 0; done < n;) {
-        const std::size_t k = n - done < 64 ? n - done : 64;
-        for (std::size_t i = 0; i < k; ++i) chunk[i] = QueueItem{tasks[done + i], stamps[done + i]};
-        q.push_bulk(token, chunk, k);
-        done += k;
-    }
-}
-
 template <class T>
 std::size_t InjectQueueOf<T>::pop_bulk(ConsumerToken& token, T* out, std::size_t max) {
     std::size_t n;

@@ -152,8 +152,5 @@ extern template class InjectQueueOf<void*>;
 /// The reactor's completions: `n` tasks woken at `stamp` (queue_item.hpp), in bulk.
 void push_bulk_woken(InjectQueue& q, InjectQueue::ProducerToken& token, void* const* tasks, std::size_t n,
                      std::uint64_t stamp);
-/// The same with a stamp each (timers: each woken when its deadline passed).
-void push_bulk_woken(InjectQueue& q, InjectQueue::ProducerToken& token, void* const* tasks, const std::uint64_t* stamps,
-                     std::size_t n);
 
 }  // namespace eddy::detail
